@@ -1,0 +1,64 @@
+"""Privacy accounting: units, events, curves, composition, calibration and the accountant."""
+from .accountant import DEFAULT_REPORT_DELTA, PrivacyAccountant
+from .calibration import calibrate_noise
+from .composition import Composition, compose
+from .conversion import rdp_to_dp
+from .errors import PrivacyBudgetExceeded, UntrackedPrivacyWarning
+from .events import PrivacyEvent
+from .gdp import gdp_delta, gdp_epsilon, gdp_mu, gdp_rdp
+from .laplace import laplace_rdp
+from .mechanism_events import (
+    approximate_dp_event,
+    gaussian_event,
+    gdp_event,
+    laplace_event,
+    randomized_response_event,
+    rdp_event,
+    subsampled_gaussian_event,
+)
+from .opacus_bridge import OpacusAccountant
+from .orders import DEFAULT_ORDERS, check_orders
+from .randomized_response import randomized_response_rdp, truth_probability
+from .report import AccountantReport
+from .subsampled_gaussian import subsampled_gaussian_rdp
+from .tracking import charge
+from .units import Unit, as_unit
+
+__all__ = [
+    # the accountant
+    "PrivacyAccountant",
+    "PrivacyBudgetExceeded",
+    "UntrackedPrivacyWarning",
+    "AccountantReport",
+    "DEFAULT_REPORT_DELTA",
+    "OpacusAccountant",
+    "charge",
+    # units and events
+    "Unit",
+    "as_unit",
+    "PrivacyEvent",
+    "gaussian_event",
+    "laplace_event",
+    "randomized_response_event",
+    "subsampled_gaussian_event",
+    "approximate_dp_event",
+    "gdp_event",
+    "rdp_event",
+    # composition and conversion
+    "Composition",
+    "compose",
+    "rdp_to_dp",
+    "DEFAULT_ORDERS",
+    "check_orders",
+    # curves
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
+    "gdp_rdp",
+    "laplace_rdp",
+    "randomized_response_rdp",
+    "truth_probability",
+    "subsampled_gaussian_rdp",
+    # calibration
+    "calibrate_noise",
+]

@@ -1,0 +1,312 @@
+r"""The privacy accountant: one ledger per unit, composition, conversion and budgets.
+
+.. code-block:: python
+
+    acct = PrivacyAccountant(budget={"edge": (1.0, 1e-5)})
+    layer = NoisyPPRDiffusion(..., accountant=acct)   # layers register themselves
+    out = layer(x, edge_index)                        # one event per noisy release
+    acct.epsilon("edge", delta=1e-5)
+    print(acct.report())
+
+Guarantees this class keeps (``DESIGN.md`` §1, ``STYLE.md``):
+
+* an event is validated in full, and the new totals are computed, **before** any state
+  changes; a rejected event (bad record, incompatible grid, budget) leaves the ledger
+  exactly as it was;
+* a budget is enforced before the mechanism draws noise: mechanisms call
+  :meth:`register` first and only then sample, so :class:`PrivacyBudgetExceeded` means
+  nothing was released;
+* ``state_dict()`` / ``from_state_dict()`` round-trip every event exactly.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any, Iterable, Mapping
+
+from .composition import Composition
+from .errors import PrivacyBudgetExceeded
+from .events import PrivacyEvent
+from .local_ledger import LocalLedger
+from .report import AccountantReport
+from .units import Unit, as_unit
+from .validation import check_delta, check_epsilon
+
+__all__ = ["PrivacyAccountant", "DEFAULT_REPORT_DELTA"]
+
+#: delta used by :meth:`PrivacyAccountant.report` for a unit with no budget and no delta given.
+DEFAULT_REPORT_DELTA = 1e-5
+#: relative slack when comparing a composed epsilon with a budget (floating-point noise only).
+_BUDGET_RTOL = 1e-9
+_STATE_FORMAT = "pyg_private.PrivacyAccountant"
+_STATE_VERSION = 1
+
+
+def _check_budget(unit: Unit, budget: Any) -> tuple[float, float]:
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+        return check_epsilon(budget, f"budget[{unit.value!r}]"), 0.0
+    try:
+        eps, delta = budget
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"`budget[{unit.value!r}]` must be an (epsilon, delta) pair or a pure epsilon; got {budget!r}"
+        ) from None
+    return (check_epsilon(eps, f"budget[{unit.value!r}] epsilon"),
+            check_delta(delta, f"budget[{unit.value!r}] delta", allow_zero=True))
+
+
+class PrivacyAccountant:
+    r"""Records every release's :class:`PrivacyEvent` and answers what was spent.
+
+    Args:
+        budget (Mapping[str, tuple[float, float] | float], optional): a budget per unit,
+            ``{"edge": (epsilon, delta)}``; a bare float is a pure-DP budget
+            (``delta = 0``). A release that would exceed it raises
+            :class:`PrivacyBudgetExceeded` before any noise is drawn. For unit
+            ``"local"`` the budget bounds every node's own spend.
+        conversion (str, optional): RDP -> DP conversion, ``"balle"`` (default, tighter)
+            or ``"standard"`` (Mironov), see :func:`pyg_private.accounting.rdp_to_dp`.
+    """
+
+    def __init__(self, budget: Mapping[str | Unit, Any] | None = None, *, conversion: str = "balle") -> None:
+        if conversion not in ("balle", "standard"):
+            raise ValueError(f"`conversion` must be 'balle' or 'standard'; got {conversion!r}")
+        budgets: dict[Unit, tuple[float, float]] = {}
+        for key, value in (budget or {}).items():
+            unit = as_unit(key, argument="budget key")
+            budgets[unit] = _check_budget(unit, value)
+        self._budget = budgets
+        self.conversion = conversion
+        self._events: list[PrivacyEvent] = []
+        self._central: dict[Unit, Composition] = {}
+        self._local = LocalLedger()
+
+    # ----------------------------------------------------------------- budget
+    @property
+    def budget(self) -> dict[str, tuple[float, float]]:
+        """The budgets, ``{unit: (epsilon, delta)}``."""
+        return {u.value: b for u, b in self._budget.items()}
+
+    def set_budget(self, unit: str | Unit, budget: tuple[float, float] | float | None) -> None:
+        """Set (or with ``None`` remove) the budget of ``unit``. Past spending is not refunded."""
+        unit = as_unit(unit)
+        if budget is None:
+            self._budget.pop(unit, None)
+        else:
+            self._budget[unit] = _check_budget(unit, budget)
+
+    # -------------------------------------------------------------- recording
+    def _prospective(self, event: PrivacyEvent) -> tuple[Composition | LocalLedger, float | None]:
+        """The unit's new state with ``event`` added and, under a budget, its epsilon."""
+        if not isinstance(event, PrivacyEvent):
+            raise TypeError(f"expected a PrivacyEvent; got {type(event).__name__}")
+        unit = event.unit
+        new_state: Composition | LocalLedger
+        if unit is Unit.LOCAL:
+            new_state = self._local.add(event)
+        else:
+            new_state = self._central.get(unit, Composition()).add(event)
+        if unit not in self._budget:
+            return new_state, None
+        eps_budget, delta_budget = self._budget[unit]
+        try:
+            eps = self._epsilon_of(new_state, delta_budget)
+        except ValueError as err:  # approximate deltas no longer fit in the budget's delta
+            raise PrivacyBudgetExceeded(
+                f"release {event.name!r} refused: unit {unit.value!r} budget "
+                f"(epsilon={eps_budget:g}, delta={delta_budget:g}) cannot cover it ({err})"
+            ) from None
+        if eps > eps_budget * (1.0 + _BUDGET_RTOL):
+            raise PrivacyBudgetExceeded(
+                f"release {event.name!r} refused: unit {unit.value!r} would reach epsilon={eps:.6g} "
+                f"at delta={delta_budget:g}, over its budget epsilon={eps_budget:g}. Nothing was released."
+            )
+        return new_state, eps
+
+    def _epsilon_of(self, state: Composition | LocalLedger, delta: float) -> float:
+        if isinstance(state, LocalLedger):
+            return state.max_epsilon(delta)
+        return state.epsilon(delta, conversion=self.conversion)
+
+    def check(self, event: PrivacyEvent) -> float | None:
+        """Validate ``event`` against the ledger and budget without recording it.
+
+        Returns the unit's epsilon (at the budget's delta) it would lead to, or ``None``
+        when the unit has no budget. Raises exactly what :meth:`register` would.
+        """
+        return self._prospective(event)[1]
+
+    def register(self, event: PrivacyEvent) -> PrivacyEvent:
+        """Record one release. Call it **before** drawing the release's noise.
+
+        Raises:
+            PrivacyBudgetExceeded: the release would exceed the unit's budget; the ledger
+                is unchanged and the caller must not release anything.
+            ValueError, TypeError: the event cannot be composed with the ledger.
+        """
+        new_state, _ = self._prospective(event)
+        # commit: nothing below can fail
+        if event.unit is Unit.LOCAL:
+            self._local = new_state  # type: ignore[assignment]
+        else:
+            self._central[event.unit] = new_state  # type: ignore[assignment]
+        self._events.append(event)
+        return event
+
+    # ---------------------------------------------------------------- queries
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        """All recorded events, in order."""
+        return tuple(self._events)
+
+    def events_of(self, unit: str | Unit) -> tuple[PrivacyEvent, ...]:
+        unit = as_unit(unit)
+        return tuple(e for e in self._events if e.unit is unit)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def _delta_for(self, unit: Unit, delta: float | None) -> float:
+        if delta is not None:
+            return check_delta(delta)
+        if unit in self._budget and self._budget[unit][1] > 0:
+            return self._budget[unit][1]
+        raise ValueError(f"`delta` is required for unit {unit.value!r} (it has no budget with a delta)")
+
+    def epsilon(self, unit: str | Unit, delta: float | None = None) -> float:
+        """The composed epsilon of ``unit`` at ``delta`` (default: the unit's budget delta).
+
+        For unit ``"local"`` it is the maximum over nodes of each node's own spend.
+        """
+        unit = as_unit(unit)
+        delta = self._delta_for(unit, delta)
+        if unit is Unit.LOCAL:
+            return self._local.max_epsilon(delta)
+        return self._central.get(unit, Composition()).epsilon(delta, conversion=self.conversion)
+
+    def pure_epsilon(self, unit: str | Unit) -> float:
+        """The composed epsilon with ``delta = 0`` (``inf`` unless every event is pure DP)."""
+        unit = as_unit(unit)
+        if unit is Unit.LOCAL:
+            return self._local.max_epsilon(0.0)
+        return self._central.get(unit, Composition()).epsilon(0.0)
+
+    def node_epsilons(self, delta: float = 0.0):
+        """Unit ``"local"``: every node's own epsilon at ``delta`` (a NumPy array)."""
+        return self._local.node_epsilons(check_delta(delta, allow_zero=True))
+
+    def composition(self, unit: str | Unit) -> Composition:
+        """The running :class:`Composition` of a central unit (``"edge"`` or ``"node"``)."""
+        unit = as_unit(unit)
+        if unit is Unit.LOCAL:
+            raise ValueError("unit 'local' is accounted per node; use node_epsilons() or epsilon('local', delta)")
+        return self._central.get(unit, Composition())
+
+    # ----------------------------------------------------------------- report
+    def report(self, delta: float | Mapping[str, float] | None = None) -> AccountantReport:
+        """Per unit: epsilon, delta, number of events, budget, as a dict that prints as a table.
+
+        Args:
+            delta: the delta to report at, one for all units or ``{unit: delta}``. A unit
+                with none given uses its budget's delta, else ``DEFAULT_REPORT_DELTA``
+                (1e-5); the table always shows which delta was used.
+        """
+        out = AccountantReport()
+        units = [u for u in Unit if u in self._budget or any(e.unit is u for e in self._events)]
+        for unit in units:
+            if isinstance(delta, Mapping):
+                d = delta.get(unit.value, delta.get(unit))
+            else:
+                d = delta
+            if d is None:
+                d = self._budget[unit][1] if unit in self._budget and self._budget[unit][1] > 0 else DEFAULT_REPORT_DELTA
+            d = check_delta(d)
+            events = self.events_of(unit)
+            row: dict[str, Any] = {
+                "epsilon": self.epsilon(unit, d),
+                "delta": d,
+                "num_events": len(events),
+                "budget": self._budget.get(unit),
+                "events": _group_events(events),
+            }
+            if unit is Unit.LOCAL:
+                row["num_nodes"] = self._local.num_nodes
+                row["nodes_touched"] = self._local.num_touched
+            else:
+                if events:
+                    row["conversion"] = _conversion_note(self._central.get(unit, Composition()), d)
+            out[unit.value] = row
+        return out
+
+    # ------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: budgets, conversion and every event (JSON-compatible)."""
+        return {
+            "format": _STATE_FORMAT,
+            "version": _STATE_VERSION,
+            "conversion": self.conversion,
+            "budget": {u.value: list(b) for u, b in self._budget.items()},
+            "events": [e.to_dict() for e in self._events],
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> "PrivacyAccountant":
+        """Rebuild an accountant saved by :meth:`state_dict`. Every event is re-validated.
+
+        Budgets are restored but not re-checked against the past: a ledger that is over
+        its budget loads, and refuses further releases.
+        """
+        if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
+            raise ValueError("`state` is not a PrivacyAccountant state_dict")
+        if state.get("version") != _STATE_VERSION:
+            raise ValueError(f"unsupported state_dict version {state.get('version')!r}")
+        acct = cls(budget=None, conversion=state.get("conversion", "balle"))
+        events = [PrivacyEvent.from_dict(e) for e in state.get("events", [])]
+        acct._replay(events)
+        for unit, b in state.get("budget", {}).items():
+            acct.set_budget(unit, tuple(b) if b[1] > 0 else b[0])
+        return acct
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Replace this accountant's ledger by ``state`` (all-or-nothing)."""
+        other = PrivacyAccountant.from_state_dict(state)
+        self.__dict__.update(other.__dict__)
+
+    def _replay(self, events: Iterable[PrivacyEvent]) -> None:
+        for event in events:
+            if event.unit is Unit.LOCAL:
+                self._local = self._local.add(event)
+            else:
+                self._central[event.unit] = self._central.get(event.unit, Composition()).add(event)
+            self._events.append(event)
+
+    def __repr__(self) -> str:
+        budget = ", ".join(f"{u.value}={b}" for u, b in self._budget.items())
+        return f"PrivacyAccountant(events={len(self._events)}" + (f", budget={{{budget}}}" if budget else "") + ")"
+
+
+def _conversion_note(comp: Composition, delta: float) -> str:
+    """How the unit's epsilon was obtained, for the report."""
+    has_curve = comp.rdp is not None or comp.mu_squared > 0
+    if not has_curve:
+        return "basic composition"
+    if comp.all_gdp:
+        note = "exact GDP"
+    else:
+        order = comp.best_order(delta)
+        note = "RDP, best order " + ("inf (pure DP)" if order is not None and math.isinf(order) else f"{order:.4g}")
+    return note + (" + basic composition" if comp.approx_epsilon > 0 or comp.approx_delta > 0 else "")
+
+
+def _group_events(events: Iterable[PrivacyEvent]) -> list[dict[str, Any]]:
+    """Consecutive events with the same name, mechanism and cost are listed once with a count."""
+    rows: list[dict[str, Any]] = []
+    for e in events:
+        cost = e.cost_summary()
+        if e.num_touched is not None:
+            cost += f", {e.num_touched}/{e.num_nodes} nodes"
+        if rows and rows[-1]["name"] == e.name and rows[-1]["mechanism"] == e.mechanism and rows[-1]["cost"] == cost:
+            rows[-1]["count"] += 1
+        else:
+            rows.append({"name": e.name, "mechanism": e.mechanism, "cost": cost, "count": 1})
+    return rows

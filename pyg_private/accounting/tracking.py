@@ -1,0 +1,42 @@
+"""How noisy components hand their events to an (optional) accountant."""
+from __future__ import annotations
+
+import warnings
+import weakref
+from typing import TYPE_CHECKING
+
+from .errors import UntrackedPrivacyWarning
+from .events import PrivacyEvent
+
+if TYPE_CHECKING:
+    from .accountant import PrivacyAccountant
+
+__all__ = ["charge"]
+
+_warned_objects: "weakref.WeakSet[object]" = weakref.WeakSet()
+_warned_names: set[str] = set()
+
+
+def charge(accountant: "PrivacyAccountant | None", event: PrivacyEvent, owner: object) -> PrivacyEvent:
+    """Register ``event`` with ``accountant`` before the owner draws noise.
+
+    With no accountant the release still happens, and a :class:`UntrackedPrivacyWarning`
+    is issued once per owner object, so the user knows the cost is not recorded.
+    """
+    if accountant is not None:
+        return accountant.register(event)
+    try:
+        first = owner not in _warned_objects
+        _warned_objects.add(owner)
+    except TypeError:  # not weak-referenceable (a string label, say)
+        first = repr(owner) not in _warned_names
+        _warned_names.add(repr(owner))
+    if first:
+        warnings.warn(
+            f"{owner if isinstance(owner, str) else type(owner).__name__} has no accountant: the cost of its releases "
+            f"(here {event.cost_summary()} on unit {event.unit.value!r}) is not tracked. "
+            "Pass `accountant=PrivacyAccountant(...)` to record it.",
+            UntrackedPrivacyWarning,
+            stacklevel=3,
+        )
+    return event
