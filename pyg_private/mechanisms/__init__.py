@@ -1,0 +1,6 @@
+"""Output-perturbation mechanisms with accounting (Laplace, Gaussian) and samplers."""
+from .edge_flipping import flip_edges
+from .gaussian import GaussianMechanism
+from .laplace import LaplaceMechanism
+
+__all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges"]
