@@ -85,12 +85,12 @@ class PrivacyEvent:
         set_(self, "unit", as_unit(self.unit))
         set_(self, "params", _freeze_params(self.params))
 
-        if self.mu is None and self.rdp is None and self.approx is None:
-            raise ValueError("a PrivacyEvent needs at least one of `mu`, `rdp` (with `orders`) or `approx`")
-        if self.mu is not None:
-            set_(self, "mu", check_non_negative(self.mu, "mu"))
         if (self.orders is None) != (self.rdp is None):
             raise ValueError("`orders` and `rdp` must be given together")
+        if self.mu is not None:
+            set_(self, "mu", check_non_negative(self.mu, "mu"))
+        if self.mu is None and self.rdp is None and self.approx is None:
+            raise ValueError("a PrivacyEvent needs at least one of `mu`, `rdp` (with `orders`) or `approx`")
         if self.rdp is not None:
             orders = check_orders(self.orders)
             values = tuple(float(v) for v in self.rdp)

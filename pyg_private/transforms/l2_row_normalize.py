@@ -72,7 +72,7 @@ def l2_row_normalize(x: Any, mode: Mode = "normalize", *, name: str = "x") -> An
         _check_finite(value, name)
         row = torch.repeat_interleave(torch.arange(x.size(0), device=x.device), crow.diff())
         sq = torch.zeros(x.size(0), dtype=value.dtype, device=value.device).index_add_(0, row, value * value)
-        return torch.sparse_csr_tensor(crow, col, value * _factors(sq, mode)[row], x.shape)
+        return torch.sparse_csr_tensor(crow, col, value * _factors(sq, mode)[row], x.shape, check_invariants=False)
     if x.layout != torch.strided:
         raise TypeError(f"`{name}` has unsupported layout {x.layout}")
     x = x if x.is_floating_point() else x.to(torch.get_default_dtype())
