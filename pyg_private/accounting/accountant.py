@@ -20,7 +20,6 @@ Guarantees this class keeps (``DESIGN.md`` §1, ``STYLE.md``):
 """
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
@@ -234,7 +233,7 @@ class PrivacyAccountant:
                 row["nodes_touched"] = self._local.num_touched
             else:
                 if events:
-                    row["conversion"] = _conversion_note(self._central.get(unit, Composition()), d)
+                    row["conversion"] = self._central[unit].method(d, conversion=self.conversion)
             out[unit.value] = row
         return out
 
@@ -283,19 +282,6 @@ class PrivacyAccountant:
     def __repr__(self) -> str:
         budget = ", ".join(f"{u.value}={b}" for u, b in self._budget.items())
         return f"PrivacyAccountant(events={len(self._events)}" + (f", budget={{{budget}}}" if budget else "") + ")"
-
-
-def _conversion_note(comp: Composition, delta: float) -> str:
-    """How the unit's epsilon was obtained, for the report."""
-    has_curve = comp.rdp is not None or comp.mu_squared > 0
-    if not has_curve:
-        return "basic composition"
-    if comp.all_gdp:
-        note = "exact GDP"
-    else:
-        order = comp.best_order(delta)
-        note = "RDP, best order " + ("inf (pure DP)" if order is not None and math.isinf(order) else f"{order:.4g}")
-    return note + (" + basic composition" if comp.approx_epsilon > 0 or comp.approx_delta > 0 else "")
 
 
 def _group_events(events: Iterable[PrivacyEvent]) -> list[dict[str, Any]]:

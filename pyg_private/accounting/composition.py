@@ -12,6 +12,10 @@ Rules, in order:
    :math:`\alpha\mu^2/2`) and convert with the best conversion over the orders,
    including the order-infinity (pure-DP) track. Curves tabulated on different grids
    compose on the orders they share.
+   One more bound is always valid and sometimes tighter: the pure-DP events
+   (finite order-infinity value) summed as pure epsilons, plus the rest composed by
+   rule 1 or 2 at the full delta (basic composition of the two groups). The smaller
+   of the two is reported; :meth:`Composition.method` says which.
 3. Approximate-only events compose by basic composition on top:
    :math:`\epsilon = \epsilon_{\text{curve}} + \sum_i \epsilon_i`, and the curve part is
    converted at :math:`\delta - \sum_i \delta_i`, which must not be negative.
@@ -31,22 +35,51 @@ from .validation import check_delta
 
 __all__ = ["Composition", "compose"]
 
+Curve = tuple[tuple[float, ...], tuple[float, ...]]
+
+
+def _add_curves(mine: Curve | None, orders: tuple[float, ...], values: tuple[float, ...], name: str) -> Curve:
+    """Sum two tabulated RDP curves on the orders they share."""
+    if mine is None:
+        return orders, values
+    a_orders, a_values = np.asarray(mine[0]), np.asarray(mine[1])
+    b_orders, b_values = np.asarray(orders), np.asarray(values)
+    common = np.intersect1d(a_orders, b_orders)
+    if common.size == 0:
+        raise ValueError(
+            f"event {name!r} is tabulated on Rényi orders that share none with the ledger's; "
+            "evaluate its curve on the ledger's orders (e.g. DEFAULT_ORDERS)"
+        )
+    total = a_values[np.isin(a_orders, common)] + b_values[np.isin(b_orders, common)]
+    return tuple(common.tolist()), tuple(total.tolist())
+
 
 @dataclass(frozen=True)
 class Composition:
-    """Running summary of composed events of one unit (see the module docstring)."""
+    """Running summary of composed events of one unit (see the module docstring).
+
+    Attributes:
+        num_events: events composed.
+        mu_squared: :math:`\\sum \\mu_i^2` of the GDP events.
+        curve: summed RDP curve ``(orders, values)`` of the non-GDP curve events, or ``None``.
+        pure_sum: sum of the order-infinity values of the curve events that are pure DP.
+        impure_curve: summed curve of the non-GDP curve events that are not pure DP.
+        approx_epsilon, approx_delta: basic-composition sums of the approximate-only events.
+    """
 
     num_events: int = 0
     mu_squared: float = 0.0
-    orders: tuple[float, ...] | None = None
-    rdp: tuple[float, ...] | None = None
+    curve: Curve | None = None
+    pure_sum: float = 0.0
+    num_pure: int = 0
+    impure_curve: Curve | None = None
     approx_epsilon: float = 0.0
     approx_delta: float = 0.0
 
     @property
     def all_gdp(self) -> bool:
         """True when no curve-only (non-GDP) event has been composed."""
-        return self.rdp is None
+        return self.curve is None
 
     @property
     def mu(self) -> float:
@@ -57,44 +90,52 @@ class Composition:
         """The composition with ``event`` added (``self`` is unchanged)."""
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"expected a PrivacyEvent; got {type(event).__name__}")
+        fields = dict(self.__dict__, num_events=self.num_events + 1)
         kind = event.representation
         if kind == "gdp":
-            return Composition(self.num_events + 1, self.mu_squared + event.mu ** 2, self.orders, self.rdp,
-                               self.approx_epsilon, self.approx_delta)
-        if kind == "approx":
+            fields["mu_squared"] = self.mu_squared + event.mu ** 2
+        elif kind == "approx":
             eps, delta = event.approx
-            return Composition(self.num_events + 1, self.mu_squared, self.orders, self.rdp,
-                               self.approx_epsilon + eps, self.approx_delta + delta)
-        if self.rdp is None:
-            orders, values = event.orders, event.rdp
+            fields["approx_epsilon"] = self.approx_epsilon + eps
+            fields["approx_delta"] = self.approx_delta + delta
         else:
-            mine = np.asarray(self.orders)
-            theirs = np.asarray(event.orders)
-            common = np.intersect1d(mine, theirs)
-            if common.size == 0:
-                raise ValueError(
-                    f"event {event.name!r} is tabulated on Rényi orders that share none with the "
-                    "ledger's; evaluate its curve on the ledger's orders (e.g. DEFAULT_ORDERS)"
-                )
-            a = np.asarray(self.rdp)[np.isin(mine, common)]
-            b = np.asarray(event.rdp)[np.isin(theirs, common)]
-            orders, values = tuple(common.tolist()), tuple((a + b).tolist())
-        return Composition(self.num_events + 1, self.mu_squared, tuple(orders), tuple(values),
-                           self.approx_epsilon, self.approx_delta)
+            fields["curve"] = _add_curves(self.curve, event.orders, event.rdp, event.name)
+            pure = event.rdp[-1] if math.isinf(event.orders[-1]) else math.inf
+            if math.isfinite(pure):
+                fields["pure_sum"] = self.pure_sum + pure
+                fields["num_pure"] = self.num_pure + 1
+            else:
+                fields["impure_curve"] = _add_curves(self.impure_curve, event.orders, event.rdp, event.name)
+        return Composition(**fields)
 
     def rdp_curve(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The total RDP curve (GDP events included), or ``None`` when all events are GDP."""
-        if self.rdp is None:
+        return self._with_gdp(self.curve)
+
+    def _with_gdp(self, curve: Curve | None) -> tuple[np.ndarray, np.ndarray] | None:
+        if curve is None:
             return None
-        a = np.asarray(self.orders, dtype=np.float64)
-        total = np.asarray(self.rdp, dtype=np.float64).copy()
+        a = np.asarray(curve[0], dtype=np.float64)
+        total = np.asarray(curve[1], dtype=np.float64).copy()
         if self.mu_squared > 0:
             with np.errstate(invalid="ignore"):
                 total = total + a * self.mu_squared / 2.0
         return a, total
 
-    def epsilon(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle") -> float:
-        """The composed epsilon at ``delta`` (see the module docstring for the rules)."""
+    def _curve_epsilon(self, curve: Curve | None, delta: float, conversion: str) -> tuple[float, str]:
+        """Epsilon of ``curve`` plus the GDP events (rules 1-2) at ``delta``, and how."""
+        tab = self._with_gdp(curve)
+        if tab is None:
+            if self.mu_squared == 0:
+                return 0.0, "no curve"
+            if delta == 0.0:
+                return math.inf, "exact GDP"
+            return gdp_epsilon(mu=self.mu, delta=delta), "exact GDP"
+        eps, order = rdp_to_dp(orders=tab[0], rdp=tab[1], delta=delta, conversion=conversion)
+        label = "inf (pure DP)" if math.isinf(order) else f"{order:.4g}"
+        return eps, f"RDP, best order {label}"
+
+    def _best(self, delta: float, conversion: str) -> tuple[float, str]:
         delta = check_delta(delta, allow_zero=True)
         rest = delta - self.approx_delta
         if rest < 0 and not math.isclose(rest, 0.0, abs_tol=1e-18):
@@ -103,23 +144,23 @@ class Composition:
                 "approximate-DP events it must cover"
             )
         rest = max(rest, 0.0)
-        has_curve = self.rdp is not None or self.mu_squared > 0
-        if not has_curve:
-            return self.approx_epsilon
-        if self.rdp is None:  # rule 1: exact GDP
-            if rest == 0.0:
-                return math.inf
-            return gdp_epsilon(mu=self.mu, delta=rest) + self.approx_epsilon
-        orders, total = self.rdp_curve()
-        eps, _ = rdp_to_dp(orders=orders, rdp=total, delta=rest, conversion=conversion)
-        return eps + self.approx_epsilon
+        eps, how = self._curve_epsilon(self.curve, rest, conversion)
+        if self.num_pure and self.num_pure < self.num_events:
+            split, split_how = self._curve_epsilon(self.impure_curve, rest, conversion)
+            split += self.pure_sum
+            if split < eps:
+                eps, how = split, f"pure events summed + {split_how}"
+        if self.approx_epsilon > 0 or self.approx_delta > 0:
+            how = "basic composition" if how == "no curve" else how + " + basic composition"
+        return eps + self.approx_epsilon, how
 
-    def best_order(self, delta: float) -> float | None:
-        """The Rényi order reaching :meth:`epsilon` (``None`` for exact GDP or no curve)."""
-        if self.rdp is None:
-            return None
-        orders, total = self.rdp_curve()
-        return rdp_to_dp(orders=orders, rdp=total, delta=max(delta - self.approx_delta, 0.0))[1]
+    def epsilon(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle") -> float:
+        """The composed epsilon at ``delta`` (see the module docstring for the rules)."""
+        return self._best(delta, conversion)[0]
+
+    def method(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle") -> str:
+        """How :meth:`epsilon` was obtained at ``delta`` (for reports)."""
+        return self._best(delta, conversion)[1]
 
 
 def compose(events: "list[PrivacyEvent] | tuple[PrivacyEvent, ...]") -> Composition:

@@ -73,7 +73,25 @@ def test_mixed_gdp_and_rdp_sum_curves():
     np.testing.assert_allclose(total[finite], np.array(lap.rdp)[finite] + orders[finite] / 18.0, rtol=1e-12)
     assert total[~finite][0] == math.inf  # a Gaussian is not pure DP
     eps = acct.epsilon("node", 1e-5)
-    assert eps == pytest.approx(rdp_to_dp(orders=orders, rdp=total, delta=1e-5)[0], rel=1e-12)
+    by_rdp = rdp_to_dp(orders=orders, rdp=total, delta=1e-5)[0]
+    by_split = 0.25 + gdp_epsilon(mu=1 / 3, delta=1e-5)  # pure Laplace summed + exact GDP
+    assert eps == pytest.approx(min(by_rdp, by_split), rel=1e-12)
+
+
+def test_never_looser_than_basic_composition_of_pure_and_gdp_parts():
+    # pure events plus a Gaussian: the split bound (sum of pure eps + exact GDP) is valid
+    acct = PrivacyAccountant()
+    acct.register(laplace_event(unit="edge", sensitivity=1.0, scale=4.0))
+    acct.register(randomized_response_event(unit="edge", epsilon=1.0))
+    acct.register(gaussian_event(unit="edge", sensitivity=1.0, noise_std=8.0))
+    basic = 0.25 + 1.0 + gdp_epsilon(mu=1 / 8, delta=1e-6)
+    assert acct.epsilon("edge", 1e-6) <= basic * (1 + 1e-12)
+    assert "pure events summed" in acct.report(delta=1e-6)["edge"]["conversion"]
+    # many small Laplace releases: RDP composition wins over summing pure epsilons
+    acct = PrivacyAccountant()
+    for _ in range(50):
+        acct.register(laplace_event(unit="edge", sensitivity=1.0, scale=50.0))
+    assert acct.epsilon("edge", 1e-6) < 0.7 * acct.pure_epsilon("edge") == 0.7 * 50 * (1 / 50.0)
 
 
 def test_units_never_add_up():
