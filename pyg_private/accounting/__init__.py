@@ -6,7 +6,7 @@ from .conversion import rdp_to_dp
 from .errors import PrivacyBudgetExceeded, UntrackedPrivacyWarning
 from .events import PrivacyEvent
 from .gdp import gdp_delta, gdp_epsilon, gdp_mu, gdp_rdp
-from .laplace import laplace_rdp
+from .laplace import laplace_rdp, laplace_rdp_ratio
 from .mechanism_events import (
     approximate_dp_event,
     gaussian_event,
@@ -18,6 +18,13 @@ from .mechanism_events import (
 )
 from .opacus_bridge import OpacusAccountant
 from .orders import DEFAULT_ORDERS, check_orders
+from .pabi import (
+    diffusion_distortion,
+    lazy_ppr_epsilon,
+    lazy_ppr_noise_scale,
+    lazy_ppr_rdp,
+    noisy_diffusion_rdp,
+)
 from .randomized_response import randomized_response_rdp, truth_probability
 from .report import AccountantReport
 from .subsampled_gaussian import subsampled_gaussian_rdp
@@ -56,9 +63,15 @@ __all__ = [
     "gdp_mu",
     "gdp_rdp",
     "laplace_rdp",
+    "laplace_rdp_ratio",
+    "noisy_diffusion_rdp",
+    "lazy_ppr_rdp",
+    "diffusion_distortion",
     "randomized_response_rdp",
     "truth_probability",
     "subsampled_gaussian_rdp",
     # calibration
     "calibrate_noise",
+    "lazy_ppr_epsilon",
+    "lazy_ppr_noise_scale",
 ]

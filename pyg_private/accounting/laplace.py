@@ -20,7 +20,32 @@ import numpy as np
 
 from .validation import check_non_negative, check_positive
 
-__all__ = ["laplace_rdp"]
+__all__ = ["laplace_rdp", "laplace_rdp_ratio"]
+
+
+def laplace_rdp_ratio(orders: "np.ndarray | tuple[float, ...] | float", ratio: "np.ndarray | float") -> np.ndarray:
+    r"""Vectorised :math:`g_\alpha` as a function of the shift/scale ratio :math:`x = \rho/\sigma`.
+
+    ``orders`` and ``ratio`` broadcast against each other (e.g. ``orders[:, None]`` and
+    ``ratio[None, :]``); orders must be ``> 1`` (``inf`` allowed), ratios ``>= 0``.
+    """
+    a = np.asarray(orders, dtype=np.float64)
+    x = np.asarray(ratio, dtype=np.float64)
+    if (a <= 1).any() or np.isnan(a).any():
+        raise ValueError("`orders` must all be > 1")
+    if (x < 0).any() or np.isnan(x).any():
+        raise ValueError("`ratio` must be non-negative")
+    a, x = np.broadcast_arrays(a, x)
+    out = x.astype(np.float64, copy=True)  # order inf: g = x
+    fin = np.isfinite(a)
+    af, xf = a[fin], x[fin]
+    if af.size:
+        log_p = np.log(af) - np.log(2.0 * af - 1.0) + (af - 1.0) * xf
+        log_q = np.log(af - 1.0) - np.log(2.0 * af - 1.0) - af * xf
+        val = np.logaddexp(log_p, log_q) / (af - 1.0)
+        # g is non-negative and below x; clamp the last ulp of rounding
+        out[fin] = np.clip(val, 0.0, xf)
+    return out
 
 
 def laplace_rdp(orders: "np.ndarray | tuple[float, ...] | float", *, sensitivity: float, scale: float) -> np.ndarray:
@@ -33,18 +58,4 @@ def laplace_rdp(orders: "np.ndarray | tuple[float, ...] | float", *, sensitivity
     """
     rho = check_non_negative(sensitivity, "sensitivity")
     sigma = check_positive(scale, "scale")
-    a = np.atleast_1d(np.asarray(orders, dtype=np.float64))
-    if (a <= 1).any() or np.isnan(a).any():
-        raise ValueError("`orders` must all be > 1")
-    x = rho / sigma
-    out = np.empty_like(a)
-    inf = np.isinf(a)
-    out[inf] = x
-    af = a[~inf]
-    if af.size:
-        log_p = np.log(af) - np.log(2.0 * af - 1.0) + (af - 1.0) * x
-        log_q = np.log(af - 1.0) - np.log(2.0 * af - 1.0) - af * x
-        val = np.logaddexp(log_p, log_q) / (af - 1.0)
-        # g is non-negative and below x; clamp the last ulp of rounding
-        out[~inf] = np.clip(val, 0.0, x)
-    return out
+    return np.atleast_1d(laplace_rdp_ratio(orders, rho / sigma))
