@@ -101,7 +101,9 @@ def noisy_diffusion_rdp(
         w = rho * (1.0 - gamma ** tau) / (1.0 - gamma)
         absorbed = K - tau
     shift = gamma ** (K - tau) * w  # [K]
-    total = absorbed[None, :] * g_rho[:, None] + laplace_rdp_ratio(a[:, None], shift[None, :] / sigma)
+    with np.errstate(over="ignore"):  # shift / sigma may overflow to inf for absurdly small sigma: no bound
+        ratio = shift[None, :] / sigma
+    total = absorbed[None, :] * g_rho[:, None] + laplace_rdp_ratio(a[:, None], ratio)
     return total.min(axis=1)
 
 

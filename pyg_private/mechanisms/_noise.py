@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["laplace_noise", "gaussian_noise", "check_generator"]
+__all__ = ["laplace_noise", "two_laplace_noise", "gaussian_noise", "check_generator"]
 
 
 def check_generator(generator: torch.Generator | None, device: torch.device) -> None:
@@ -34,3 +34,17 @@ def gaussian_noise(shape: torch.Size | tuple[int, ...], std: float, *, device: t
     """i.i.d. N(0, ``std``^2) in float64."""
     check_generator(generator, device)
     return torch.randn(shape, dtype=torch.float64, device=device, generator=generator) * std
+
+
+def two_laplace_noise(shape: torch.Size | tuple[int, ...], scale: float, *, device: torch.device,
+                      generator: torch.Generator | None = None) -> Tensor:
+    """The sum of two independent Laplace(0, ``scale``) vectors, in float64.
+
+    Sampled exactly as ``scale * log(u3 u4 / (u1 u2))`` with four uniforms on (0, 1]:
+    each Laplace is a difference of two Exp(1) draws, ``Exp = -log u``, so the sum is
+    ``(E1 + E3) - (E2 + E4)``. Four uniforms and one logarithm per entry.
+    """
+    check_generator(generator, device)
+    u = torch.rand((4, *shape), dtype=torch.float64, device=device, generator=generator)
+    u = 1.0 - u  # (0, 1]: log never sees 0
+    return torch.log((u[2] * u[3]) / (u[0] * u[1])).mul_(scale)

@@ -50,3 +50,41 @@ def simple_undirected(edge_index: Tensor, num_nodes: int | None = None, *, symme
     if co.numel() and not torch.equal(co, coalesce(co.flip(0), num_nodes=n)):
         raise ValueError(f"`{name}` is directed: every edge must appear in both directions (or pass symmetrize=True)")
     return co, n
+
+
+def adjacency_to_edge_index(adj: object, num_nodes: int | None = None, *, name: str = "edge_index") -> tuple[Tensor, int]:
+    """Accept ``edge_index``, ``torch_sparse.SparseTensor`` or a ``torch.sparse`` adjacency.
+
+    Returns ``(edge_index, num_nodes)``. Sparse adjacencies must be square and
+    unweighted (every stored value 1); the sensitivity proofs assume a 0/1 matrix.
+    """
+    try:
+        from torch_sparse import SparseTensor
+    except ImportError:  # pragma: no cover - optional backend
+        SparseTensor = None  # type: ignore[assignment,misc]
+    if SparseTensor is not None and isinstance(adj, SparseTensor):
+        row, col, value = adj.coo()
+        if adj.size(0) != adj.size(1):
+            raise ValueError(f"`{name}` must be a square adjacency; got {tuple(adj.sizes())}")
+        n = adj.size(0) if num_nodes is None else num_nodes
+        if n != adj.size(0):
+            raise ValueError(f"`num_nodes`={num_nodes} does not match the adjacency's size {adj.size(0)}")
+        if value is not None and not bool((value == 1).all()):
+            raise ValueError(f"`{name}` must be unweighted (all stored values 1)")
+        return torch.stack([row, col]), int(n)
+    if isinstance(adj, Tensor) and adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        if adj.dim() != 2 or adj.size(0) != adj.size(1):
+            raise ValueError(f"`{name}` must be a square 2-D adjacency; got {tuple(adj.shape)}")
+        coo = adj.to_sparse_coo().coalesce()
+        if not bool((coo.values() == 1).all()):
+            raise ValueError(f"`{name}` must be unweighted (all stored values 1)")
+        n = adj.size(0) if num_nodes is None else num_nodes
+        if n != adj.size(0):
+            raise ValueError(f"`num_nodes`={num_nodes} does not match the adjacency's size {adj.size(0)}")
+        return coo.indices(), int(n)
+    return edge_index_checked(adj, num_nodes, name)
+
+
+def edge_index_checked(edge_index: object, num_nodes: int | None, name: str) -> tuple[Tensor, int]:
+    n = check_edge_index(edge_index, num_nodes, name=name)
+    return edge_index.long(), n  # type: ignore[union-attr]

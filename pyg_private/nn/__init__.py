@@ -1,0 +1,4 @@
+"""Differentially private message-passing layers."""
+from .noisy_ppr_diffusion import NoisyPPRDiffusion
+
+__all__ = ["NoisyPPRDiffusion"]

@@ -1,0 +1,266 @@
+r"""Edge-private personalized PageRank by noisy graph diffusion (Wei, Chien and Li 2024)."""
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Optional, Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import spmm
+
+from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, charge, rdp_event
+from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
+from ..accounting.validation import check_delta, check_epsilon, check_positive, check_positive_int
+from ..mechanisms._noise import two_laplace_noise
+from ..utils import adjacency_to_edge_index, project_l1_ball, project_simplex, simple_undirected
+
+__all__ = ["NoisyPPRDiffusion"]
+
+Projection = Optional[Literal["l1_ball", "simplex"]]
+
+
+class NoisyPPRDiffusion(MessagePassing):
+    r"""Edge-level differentially private lazy personalized PageRank, from
+    `"Differentially Private Graph Diffusion with Applications in Personalized
+    PageRanks" <https://arxiv.org/abs/2407.00077>`_ (NeurIPS 2024), Eq. 4 with the lazy
+    walk of Eq. 11:
+
+    .. math::
+        \mathbf{s}^{(k)} = \beta\,\mathbf{W} f\big(\mathbf{s}^{(k-1)}\big)
+            + (1 - \beta)\,\mathbf{s} + \boldsymbol{\xi}^{(k)}_1 + \boldsymbol{\xi}^{(k)}_2,
+        \qquad \mathbf{W} = \tfrac12\big(\mathbf{I} + \mathbf{A}\mathbf{D}^{-1}\big),
+
+    for :math:`k = 1, \dots, K`, with :math:`\beta = 1 - \alpha`, the degree-proportional
+    clip :math:`f(\mathbf{x})_i = \min(\max(x_i, 0), \eta\, d_i)` applied before **every**
+    propagation, and two independent :math:`\mathrm{Lap}(0, \sigma)` vectors per step.
+    :math:`\mathbf{W}` normalises by the **source** degree, so diffusion preserves mass.
+    Only :math:`\mathbf{s}^{(K)}` is returned (detached); no intermediate iterate is kept.
+
+    **Privacy.** One forward of :math:`C` columns is one release, registered with the
+    accountant (before any noise is drawn) as one event on unit ``"edge"`` whose RDP
+    curve is :math:`C` times Theorem 1 (Eq. 5), the exact minimum over :math:`\tau`
+    computed by :func:`pyg_private.accounting.lazy_ppr_rdp`. With ``personalized=True``
+    (one-hot seeds from ``seed_index`` only) the seed's own entry is not clipped from
+    above, and the cost is the corrected Theorem 4 (spec §3.5) **per recipient**: each
+    column goes only to its seed's owner, who already knows its own edges, so the event
+    charges the largest number of columns any one seed receives in the call. This
+    personalized guarantee is **invalid** when several columns, or anything computed
+    from them, reach a party other than their seed (for example a model trained on the
+    PPR vectors and released): then use ``personalized=False``.
+
+    **Calibration.** Give ``noise_scale`` (the Laplace *scale* :math:`\sigma`, not a
+    standard deviation) or ``epsilon`` and ``delta``. The target is met by a release of
+    ``epsilon_columns`` columns (default 1: **per column**; a forward with more columns
+    costs more and the accountant records the truth). The calibrated scale is
+    ``layer.noise_scale``; it is proportional to :math:`\eta` and does not depend on the
+    graph.
+
+    **Caching.** With ``cached=True`` the output for the same graph and inputs is
+    released once and reused at no further cost; a different input is a new release.
+    :meth:`reset_parameters` clears the cache. Without caching every call costs budget.
+
+    **Inputs must be public.** The seeds or signals ``x`` are the same on neighbouring
+    graphs (the proof protects edges only) and the layer does not propagate gradients.
+    An output projection (``"l1_ball"`` or ``"simplex"``) is applied to the final iterate
+    only: post-processing. No in-loop projection is offered, because the contraction
+    argument does not survive it (spec §3.7).
+
+    Args:
+        alpha (float): restart probability, :math:`0 < \alpha < 1`. (default: :obj:`0.2`)
+        num_iterations (int): :math:`K`. (default: :obj:`100`)
+        eta (float): clipping threshold :math:`\eta > 0`. (default: :obj:`1e-6`)
+        noise_scale (float, optional): Laplace scale :math:`\sigma`.
+        epsilon (float, optional): target epsilon (with ``delta``) instead of ``noise_scale``.
+        delta (float, optional): target delta, e.g. :math:`1/|E|`.
+        personalized (bool): Theorem 4 mode, see above. (default: :obj:`False`)
+        epsilon_columns (int): columns the ``epsilon`` target covers. (default: :obj:`1`)
+        output_projection (str, optional): ``None``, ``"l1_ball"`` or ``"simplex"``.
+        accountant (PrivacyAccountant, optional): ledger charged on every release.
+        cached (bool): reuse the release for identical graph and inputs. (default: :obj:`False`)
+        symmetrize (bool): symmetrise a directed ``edge_index`` (and drop self-loops and
+            duplicates) instead of raising. (default: :obj:`False`)
+        orders (Sequence[float], optional): Rényi orders of the curve (default: the
+            library grid up to 1e6 and infinity).
+        generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+
+    Shapes:
+        - **input:** signals :math:`(|\mathcal{V}|, C)` (non-negative) or
+          ``seed_index`` :math:`(C,)`; ``edge_index`` :math:`(2, |\mathcal{E}|)`,
+          ``SparseTensor`` or ``torch.sparse`` adjacency
+        - **output:** :math:`(|\mathcal{V}|, C)`
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.2,
+        num_iterations: int = 100,
+        eta: float = 1e-6,
+        *,
+        noise_scale: Optional[float] = None,
+        epsilon: Optional[float] = None,
+        delta: Optional[float] = None,
+        personalized: bool = False,
+        epsilon_columns: int = 1,
+        output_projection: Projection = None,
+        accountant: Optional[PrivacyAccountant] = None,
+        cached: bool = False,
+        symmetrize: bool = False,
+        orders: Sequence[float] = DEFAULT_ORDERS,
+        generator: Optional[torch.Generator] = None,
+        name: str = "noisy_ppr_diffusion",
+    ) -> None:
+        super().__init__(aggr="add", flow="source_to_target")
+        alpha = check_positive(alpha, "alpha")
+        if not alpha < 1.0:
+            raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
+        self.alpha = alpha
+        self.num_iterations = check_positive_int(num_iterations, "num_iterations")
+        self.eta = check_positive(eta, "eta")
+        self.personalized = bool(personalized)
+        self.epsilon_columns = check_positive_int(epsilon_columns, "epsilon_columns")
+        if output_projection not in (None, "l1_ball", "simplex"):
+            raise ValueError(f"`output_projection` must be None, 'l1_ball' or 'simplex'; got {output_projection!r}")
+        self.output_projection = output_projection
+        self.orders = tuple(orders)
+        if (noise_scale is None) == (epsilon is None):
+            raise ValueError("give exactly one of `noise_scale` or `epsilon` (with `delta`)")
+        if noise_scale is not None:
+            if delta is not None:
+                raise ValueError("`delta` is only used with `epsilon`")
+            self.noise_scale = check_positive(noise_scale, "noise_scale")
+            self.epsilon, self.delta = None, None
+        else:
+            if delta is None:
+                raise ValueError("`delta` is required with `epsilon` (e.g. 1 / number of edges)")
+            self.epsilon, self.delta = check_epsilon(epsilon), check_delta(delta)
+            self.noise_scale = lazy_ppr_noise_scale(
+                epsilon=self.epsilon, delta=self.delta, num_iterations=self.num_iterations, eta=self.eta,
+                alpha=self.alpha, personalized=self.personalized, num_columns=self.epsilon_columns,
+                orders=self.orders,
+            )
+        self._column_curve = lazy_ppr_rdp(self.orders, noise_scale=self.noise_scale,
+                                          num_iterations=self.num_iterations, eta=self.eta, alpha=self.alpha,
+                                          personalized=self.personalized)
+        self.accountant = accountant
+        self.cached = cached
+        self.symmetrize = symmetrize
+        self.generator = generator
+        self.name = name
+        self._cache: Optional[tuple[Tensor, Tensor, Tensor]] = None
+
+    def reset_parameters(self) -> None:
+        """Clear the cached release (the layer has no learnable parameters)."""
+        super().reset_parameters()
+        self._cache = None
+
+    # ---------------------------------------------------------------- accounting
+    def column_curve(self) -> Tensor:
+        """The RDP curve of one column on ``self.orders`` (a copy)."""
+        return torch.as_tensor(self._column_curve.copy())
+
+    def event(self, num_columns: int) -> PrivacyEvent:
+        """The event of a release of ``num_columns`` columns (to one party, or per recipient)."""
+        c = check_positive_int(num_columns, "num_columns")
+        return rdp_event(
+            unit="edge", orders=self.orders, rdp=c * self._column_curve, name=self.name,
+            mechanism="noisy_ppr_personalized" if self.personalized else "noisy_ppr_diffusion",
+            params={"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
+                    "noise_scale": self.noise_scale, "columns": c, "personalized": self.personalized},
+        )
+
+    # ------------------------------------------------------------------- forward
+    def _signals(self, x: Optional[Tensor], seed_index: Optional[Tensor], n: int,
+                 device: torch.device) -> tuple[Tensor, Optional[Tensor], torch.dtype]:
+        if (x is None) == (seed_index is None):
+            raise ValueError("give exactly one of `x` (signals [N, C]) or `seed_index` (seeds [C])")
+        if seed_index is not None:
+            seed_index = torch.as_tensor(seed_index, device=device).long().view(-1)
+            if seed_index.numel() == 0:
+                raise ValueError("`seed_index` is empty")
+            if int(seed_index.min()) < 0 or int(seed_index.max()) >= n:
+                raise ValueError(f"`seed_index` must lie in [0, {n}); got range "
+                                 f"[{int(seed_index.min())}, {int(seed_index.max())}]")
+            s = torch.zeros(n, seed_index.numel(), dtype=torch.float64, device=device)
+            s[seed_index, torch.arange(seed_index.numel(), device=device)] = 1.0
+            return s, seed_index, torch.get_default_dtype()
+        if self.personalized:
+            raise ValueError("personalized mode needs one-hot seeds: pass `seed_index`, not `x` (Theorem 4 assumes "
+                             "the seed vector is supported on the seed only)")
+        if not isinstance(x, Tensor) or x.layout != torch.strided:
+            raise TypeError("`x` must be a dense Tensor of non-negative signals")
+        out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        s = x.to(device=device, dtype=torch.float64)
+        if s.dim() == 1:
+            s = s.unsqueeze(-1)
+        if s.dim() != 2 or s.size(0) != n:
+            raise ValueError(f"`x` must have shape [{n}, C]; got {tuple(x.shape)}")
+        if not torch.isfinite(s).all() or bool((s < 0).any()):
+            raise ValueError("`x` must be finite and non-negative (PPR signals)")
+        return s, None, out_dtype
+
+    def forward(self, x: Optional[Tensor] = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
+                num_nodes: Optional[int] = None) -> Tensor:
+        """Diffuse the seeds or signals on the private graph; returns :math:`\\mathbf{s}^{(K)}` [N, C]."""
+        if edge_index is None:
+            raise ValueError("`edge_index` (or a sparse adjacency) is required")
+        ei, n = adjacency_to_edge_index(edge_index, num_nodes)
+        if x is not None and isinstance(x, Tensor) and num_nodes is None:
+            n = max(n, x.size(0))
+        ei, n = simple_undirected(ei, n, symmetrize=self.symmetrize)
+        device = ei.device
+        s0, seeds, out_dtype = self._signals(x, seed_index, n, device)
+
+        if self.cached and self._cache is not None:
+            c_ei, c_s0, c_out = self._cache
+            if c_ei.shape == ei.shape and torch.equal(c_ei, ei) and c_s0.shape == s0.shape and torch.equal(c_s0, s0):
+                return c_out.to(out_dtype)
+
+        num_columns = s0.size(1)
+        if seeds is not None and self.personalized:
+            charged = int(torch.bincount(seeds).max())  # columns any single recipient receives
+        else:
+            charged = num_columns
+        charge(self.accountant, self.event(charged), self)  # before any noise is drawn
+
+        out = self._diffuse(ei, n, s0, seeds)
+        if self.output_projection == "l1_ball":
+            out = project_l1_ball(out)
+        elif self.output_projection == "simplex":
+            out = project_simplex(out)
+        out = out.detach()
+        if self.cached:
+            self._cache = (ei, s0, out)
+        return out.to(out_dtype)
+
+    @torch.no_grad()
+    def _diffuse(self, edge_index: Tensor, n: int, s0: Tensor, seeds: Optional[Tensor]) -> Tensor:
+        beta = 1.0 - self.alpha
+        deg = torch.bincount(edge_index[0], minlength=n).to(torch.float64)
+        deg_inv = torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg)).unsqueeze(-1)
+        ones = torch.ones(edge_index.size(1), dtype=torch.float64, device=edge_index.device)
+        adj = torch.sparse_coo_tensor(edge_index.flip(0), ones, (n, n), check_invariants=False).coalesce()
+        adj = adj.to_sparse_csr()  # row i holds i's neighbours: (A x)_i = sum_j A_ij x_j
+        upper = (self.eta * deg).unsqueeze(-1).expand_as(s0).clone()  # f clips entry i to [0, eta d_i]
+        if self.personalized and seeds is not None:
+            upper[seeds, torch.arange(seeds.numel(), device=seeds.device)] = math.inf  # the seed is unclipped
+        restart = (1.0 - beta) * s0
+        s = s0
+        for _ in range(self.num_iterations):
+            xc = torch.minimum(s.clamp_min(0.0), upper)
+            px = self.propagate(adj, x=xc * deg_inv)  # (A D^-1) xc, normalised by the source degree
+            s = (0.5 * beta) * (xc + px) + restart
+            s = s + two_laplace_noise(s.shape, self.noise_scale, device=s.device, generator=self.generator)
+        return s
+
+    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
+        return x_j
+
+    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        return spmm(adj_t, x, reduce="sum")
+
+    def __repr__(self) -> str:
+        target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
+        return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
+                f"eta={self.eta:g}, noise_scale={self.noise_scale:.6g}{target}, personalized={self.personalized}, "
+                f"cached={self.cached})")
