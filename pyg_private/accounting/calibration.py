@@ -75,10 +75,11 @@ def calibrate_noise(
         else:
             hi = mid
     root = brentq(excess, lo, hi, xtol=rtol * 1e-3, rtol=rtol * 1e-2, maxiter=500)
-    # Brent's root may sit a hair on the wrong side: step up until the target holds.
+    # Brent's root may sit a hair on the wrong side: step up until the target holds, testing
+    # the very float that is returned (exp(log(s)) is not always s).
     scale = math.exp(root)
     step = scale * rtol * 1e-2
-    while excess(math.log(scale)) > 0:
+    while float(epsilon_of_scale(scale)) > target:
         scale += step
         step *= 2.0
     return scale

@@ -27,6 +27,19 @@ __all__ = ["gdp_delta", "gdp_epsilon", "gdp_mu", "gdp_rdp"]
 _MAX_MU = 1e4
 
 
+def _boundary(valid, bad: float, good: float) -> float:
+    """Bisect to adjacent floats between ``bad`` (``valid`` false) and ``good`` (true); return ``good``."""
+    for _ in range(200):
+        mid = 0.5 * (bad + good)
+        if mid in (bad, good):
+            break
+        if valid(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
 def gdp_delta(*, mu: float, epsilon: float) -> float:
     r"""The exact :math:`\delta(\epsilon)` of a :math:`\mu`-GDP mechanism."""
     mu = check_non_negative(mu, "mu")
@@ -44,8 +57,8 @@ def gdp_epsilon(*, mu: float, delta: float) -> float:
     r"""The smallest :math:`\epsilon` with :math:`\delta(\epsilon) \le` ``delta`` for :math:`\mu`-GDP.
 
     The root is found by Brent's method on the decreasing :math:`\delta(\epsilon)` and
-    then nudged upwards until :math:`\delta(\epsilon) \le` ``delta`` holds exactly in
-    floating point, so the returned epsilon is never optimistic.
+    then bisected to adjacent floats: the result is the smallest float (to one ulp) at
+    which :math:`\delta(\epsilon) \le` ``delta`` holds, so it is never optimistic.
     """
     mu = check_non_negative(mu, "mu")
     delta = check_delta(delta)
@@ -59,17 +72,20 @@ def gdp_epsilon(*, mu: float, delta: float) -> float:
     while excess(hi) > 0:
         hi *= 2.0
     eps = brentq(excess, 0.0, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
-    step = max(eps, 1e-300) * 1e-13
-    while excess(eps) > 0:
-        eps += step
-        step *= 2.0
-    return float(eps)
+    # tighten to the float: the smallest eps (to one ulp) with delta(eps) <= delta
+    good, bad = eps * (1 + 1e-9) + 1e-300, eps * (1 - 1e-9)
+    while excess(good) > 0:
+        good = good * 2.0
+    if excess(bad) <= 0:
+        bad = 0.0
+    return float(_boundary(lambda e: excess(e) <= 0, bad, good))
 
 
 def gdp_mu(*, epsilon: float, delta: float) -> float:
     r"""The largest :math:`\mu` such that :math:`\mu`-GDP is ``(epsilon, delta)``-DP.
 
-    The inverse of :func:`gdp_epsilon`; the result is nudged downwards so that
+    The inverse of :func:`gdp_epsilon`: the largest float (to one ulp) with
+    :math:`\delta(\epsilon; \mu) \le` ``delta``, so that
     ``gdp_epsilon(mu=gdp_mu(...), delta=delta) <= epsilon``.
     """
     epsilon = check_non_negative(epsilon, "epsilon")
@@ -86,11 +102,13 @@ def gdp_mu(*, epsilon: float, delta: float) -> float:
         if hi > _MAX_MU:
             raise ValueError(f"epsilon={epsilon!r}, delta={delta!r} is met by any mu up to {_MAX_MU}")
     mu = brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
-    step = mu * 1e-13
-    while excess(mu) > 0:
-        mu -= step
-        step *= 2.0
-    return float(mu)
+    # tighten to the float: the largest mu (to one ulp) with delta(epsilon; mu) <= delta
+    good, bad = mu * (1 - 1e-9), mu * (1 + 1e-9)
+    while excess(good) > 0:
+        good = good / 2.0
+    if excess(bad) <= 0:
+        bad = hi
+    return float(_boundary(lambda m: excess(m) <= 0, bad, good))
 
 
 def gdp_rdp(mu: float, orders: "tuple[float, ...] | np.ndarray") -> np.ndarray:

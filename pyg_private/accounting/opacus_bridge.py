@@ -95,3 +95,29 @@ class OpacusAccountant(IAccountant):
     @classmethod
     def mechanism(cls) -> str:
         return "pyg_private"
+
+    def state_dict(self, destination: Any = None) -> Any:
+        """Opacus' history plus the whole :class:`PrivacyAccountant` ledger it feeds.
+
+        ``PrivacyEngine.save_checkpoint`` stores this, so a checkpoint keeps the spend.
+        """
+        destination = super().state_dict(destination)
+        destination["ledger"] = self.accountant.state_dict()
+        destination["unit"] = self.unit.value
+        destination["name"] = self.name
+        return destination
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        """Restore the history **and** replace the ledger by the saved one (all or nothing).
+
+        A state without a ledger (for example one saved by Opacus' own accountants) is
+        refused: loading it would forget what was spent.
+        """
+        if state_dict is None or "ledger" not in state_dict:
+            raise ValueError("this state_dict holds no pyg_private ledger; refusing to load a history whose "
+                             "privacy spend would be lost")
+        if state_dict.get("mechanism") != self.mechanism():
+            raise ValueError(f"state_dict was saved by a {state_dict.get('mechanism')!r} accountant")
+        ledger = PrivacyAccountant.from_state_dict(state_dict["ledger"])  # validate before changing anything
+        self.accountant.load_state_dict(ledger.state_dict())
+        self.history = [tuple(h) for h in state_dict["history"]]
