@@ -20,7 +20,6 @@ Guarantees this class keeps (``DESIGN.md`` §1, ``STYLE.md``):
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
 from .composition import Composition

@@ -108,7 +108,14 @@ def gdp_mu(*, epsilon: float, delta: float) -> float:
         good = good / 2.0
     if excess(bad) <= 0:
         bad = hi
-    return float(_boundary(lambda m: excess(m) <= 0, bad, good))
+    mu = float(_boundary(lambda m: excess(m) <= 0, bad, good))
+    # delta(eps; mu) wobbles at the rounding level (cancellation for small mu), so check both
+    # forms of the contract on the returned float itself
+    step = mu * 1e-15
+    while excess(mu) > 0 or gdp_epsilon(mu=mu, delta=delta) > epsilon:
+        mu -= step
+        step *= 2.0
+    return mu
 
 
 def gdp_rdp(mu: float, orders: "tuple[float, ...] | np.ndarray") -> np.ndarray:

@@ -4,15 +4,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, as_unit, charge, gaussian_event, gdp_mu
-from ..accounting.validation import check_delta, check_epsilon, check_non_negative, check_positive
+from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, gaussian_event, gdp_mu
+from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ._noise import gaussian_noise
-from ._release import as_query
+from ._release import OutputPerturbation
 
 __all__ = ["GaussianMechanism"]
 
 
-class GaussianMechanism:
+class GaussianMechanism(OutputPerturbation):
     r"""Release :math:`f(G) + N(0, \sigma^2 I)` for a query of declared :math:`\ell_2`
     sensitivity :math:`\Delta_2`.
 
@@ -36,12 +36,7 @@ class GaussianMechanism:
                  delta: float | None = None, unit: str | Unit = Unit.EDGE,
                  accountant: PrivacyAccountant | None = None, name: str = "gaussian",
                  generator: torch.Generator | None = None) -> None:
-        self.sensitivity = check_non_negative(sensitivity, "sensitivity")
-        if self.sensitivity == 0:
-            raise ValueError("`sensitivity` must be > 0 (a query with zero sensitivity needs no noise)")
-        self.unit = as_unit(unit)
-        if self.unit is Unit.LOCAL:
-            raise ValueError("GaussianMechanism releases a central query; local-DP randomisers are transforms")
+        super().__init__(sensitivity, unit=unit, accountant=accountant, name=name, generator=generator)
         if (noise_std is None) == (epsilon is None):
             raise ValueError("give exactly one of `noise_std` or `epsilon` (with `delta`)")
         if noise_std is not None:
@@ -52,9 +47,6 @@ class GaussianMechanism:
             if delta is None:
                 raise ValueError("the Gaussian mechanism is not pure DP: give `delta` with `epsilon`")
             self.noise_std = self.sensitivity / gdp_mu(epsilon=check_epsilon(epsilon), delta=check_delta(delta))
-        self.accountant = accountant
-        self.name = name
-        self.generator = generator
 
     @property
     def mu(self) -> float:
@@ -65,12 +57,8 @@ class GaussianMechanism:
         """The event one call registers."""
         return gaussian_event(unit=self.unit, sensitivity=self.sensitivity, noise_std=self.noise_std, name=self.name)
 
-    def __call__(self, value: Tensor | float) -> Tensor:
-        """Charge one release, then return ``value`` plus Gaussian noise."""
-        query, out_dtype = as_query(value)
-        charge(self.accountant, self.event(), self)
-        noisy = query + gaussian_noise(query.shape, self.noise_std, device=query.device, generator=self.generator)
-        return noisy.to(out_dtype)
+    def _noise(self, shape: torch.Size, device: torch.device) -> Tensor:
+        return gaussian_noise(shape, self.noise_std, device=device, generator=self.generator)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(sensitivity={self.sensitivity:g}, noise_std={self.noise_std:.6g}, "

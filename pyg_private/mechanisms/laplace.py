@@ -11,21 +11,19 @@ from ..accounting import (
     PrivacyAccountant,
     PrivacyEvent,
     Unit,
-    as_unit,
     calibrate_noise,
-    charge,
     laplace_event,
     laplace_rdp,
     rdp_to_dp,
 )
-from ..accounting.validation import check_delta, check_epsilon, check_non_negative, check_positive
+from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ._noise import laplace_noise
-from ._release import as_query
+from ._release import OutputPerturbation
 
 __all__ = ["LaplaceMechanism"]
 
 
-class LaplaceMechanism:
+class LaplaceMechanism(OutputPerturbation):
     r"""Release :math:`f(G) + \mathrm{Lap}(0, b)^d` for a query of declared :math:`\ell_1`
     sensitivity :math:`\Delta_1`.
 
@@ -55,12 +53,7 @@ class LaplaceMechanism:
                  delta: float | None = None, unit: str | Unit = Unit.EDGE,
                  accountant: PrivacyAccountant | None = None, name: str = "laplace",
                  generator: torch.Generator | None = None) -> None:
-        self.sensitivity = check_non_negative(sensitivity, "sensitivity")
-        if self.sensitivity == 0:
-            raise ValueError("`sensitivity` must be > 0 (a query with zero sensitivity needs no noise)")
-        self.unit = as_unit(unit)
-        if self.unit is Unit.LOCAL:
-            raise ValueError("LaplaceMechanism releases a central query; local-DP randomisers are transforms")
+        super().__init__(sensitivity, unit=unit, accountant=accountant, name=name, generator=generator)
         if (scale is None) == (epsilon is None):
             raise ValueError("give exactly one of `scale` or `epsilon`")
         if scale is not None:
@@ -73,14 +66,9 @@ class LaplaceMechanism:
                 self.scale = self.sensitivity / epsilon
             else:
                 delta = check_delta(delta)
-                self.scale = calibrate_noise(
-                    lambda b: rdp_to_dp(orders=DEFAULT_ORDERS, rdp=laplace_rdp(DEFAULT_ORDERS, sensitivity=self.sensitivity, scale=b),
-                                        delta=delta)[0],
-                    epsilon,
-                )
-        self.accountant = accountant
-        self.name = name
-        self.generator = generator
+                curve = lambda b: laplace_rdp(DEFAULT_ORDERS, sensitivity=self.sensitivity, scale=b)  # noqa: E731
+                self.scale = calibrate_noise(lambda b: rdp_to_dp(orders=DEFAULT_ORDERS, rdp=curve(b), delta=delta)[0],
+                                             epsilon)
 
     @property
     def epsilon(self) -> float:
@@ -91,12 +79,8 @@ class LaplaceMechanism:
         """The event one call registers."""
         return laplace_event(unit=self.unit, sensitivity=self.sensitivity, scale=self.scale, name=self.name)
 
-    def __call__(self, value: Tensor | float) -> Tensor:
-        """Charge one release, then return ``value`` plus Laplace noise (same shape and device)."""
-        query, out_dtype = as_query(value)
-        charge(self.accountant, self.event(), self)
-        noisy = query + laplace_noise(query.shape, self.scale, device=query.device, generator=self.generator)
-        return noisy.to(out_dtype)
+    def _noise(self, shape: torch.Size, device: torch.device) -> Tensor:
+        return laplace_noise(shape, self.scale, device=device, generator=self.generator)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(sensitivity={self.sensitivity:g}, scale={self.scale:.6g}, "
