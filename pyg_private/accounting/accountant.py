@@ -167,17 +167,20 @@ class PrivacyAccountant:
     def _delta_for(self, unit: Unit, delta: float | None) -> float:
         if delta is not None:
             return check_delta(delta)
-        if unit in self._budget and self._budget[unit][1] > 0:
+        if unit in self._budget:  # a pure budget (delta 0) is reported as pure DP
             return self._budget[unit][1]
-        raise ValueError(f"`delta` is required for unit {unit.value!r} (it has no budget with a delta)")
+        raise ValueError(f"`delta` is required for unit {unit.value!r} (it has no budget)")
 
     def epsilon(self, unit: str | Unit, delta: float | None = None) -> float:
-        """The composed epsilon of ``unit`` at ``delta`` (default: the unit's budget delta).
+        """The composed epsilon of ``unit`` at ``delta`` (default: the unit's budget delta; a
+        pure budget gives the pure-DP epsilon).
 
         For unit ``"local"`` it is the maximum over nodes of each node's own spend.
         """
         unit = as_unit(unit)
-        delta = self._delta_for(unit, delta)
+        return self._epsilon_at(unit, self._delta_for(unit, delta))
+
+    def _epsilon_at(self, unit: Unit, delta: float) -> float:
         if unit is Unit.LOCAL:
             return self._local.max_epsilon(delta)
         return self._central.get(unit, Composition()).epsilon(delta, conversion=self.conversion)
@@ -206,8 +209,8 @@ class PrivacyAccountant:
 
         Args:
             delta: the delta to report at, one for all units or ``{unit: delta}``. A unit
-                with none given uses its budget's delta, else ``DEFAULT_REPORT_DELTA``
-                (1e-5); the table always shows which delta was used.
+                with none given uses its budget's delta (0 for a pure budget), else
+                ``DEFAULT_REPORT_DELTA`` (1e-5); the table always shows which delta was used.
         """
         out = AccountantReport()
         units = [u for u in Unit if u in self._budget or any(e.unit is u for e in self._events)]
@@ -217,11 +220,12 @@ class PrivacyAccountant:
             else:
                 d = delta
             if d is None:
-                d = self._budget[unit][1] if unit in self._budget and self._budget[unit][1] > 0 else DEFAULT_REPORT_DELTA
-            d = check_delta(d)
+                d = self._budget[unit][1] if unit in self._budget else DEFAULT_REPORT_DELTA
+            else:
+                d = check_delta(d)
             events = self.events_of(unit)
             row: dict[str, Any] = {
-                "epsilon": self.epsilon(unit, d),
+                "epsilon": self._epsilon_at(unit, d),
                 "delta": d,
                 "num_events": len(events),
                 "budget": self._budget.get(unit),

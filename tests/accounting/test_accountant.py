@@ -237,3 +237,11 @@ def test_unit_enum_and_strings_agree():
     assert acct.budget == {"edge": (1.0, 0.0)}
     acct.register(laplace_event(unit=Unit.EDGE, sensitivity=1.0, scale=2.0))
     assert acct.epsilon(Unit.EDGE, 1e-5) == acct.epsilon("edge", 1e-5)
+
+
+def test_pure_budget_is_reported_as_pure_dp():
+    acct = PrivacyAccountant(budget={"edge": 1.0})
+    acct.register(laplace_event(unit="edge", sensitivity=1.0, scale=2.0))
+    assert acct.epsilon("edge") == 0.5  # the budget's delta is 0
+    row = acct.report()["edge"]
+    assert row["delta"] == 0.0 and row["epsilon"] == 0.5 and row["budget"] == (1.0, 0.0)
