@@ -21,7 +21,6 @@ def test_flip_law_and_density_ratio():
     n, trials, eps = 12, 4000, 1.0
     q = math.exp(eps) / (1 + math.exp(eps))
     gen = torch.Generator().manual_seed(0)
-    edge_index = erdos_renyi_graph(n, 0.3, generator=None) if False else None
     torch.manual_seed(3)
     edge_index = erdos_renyi_graph(n, 0.3)
     truth = _adjacency(edge_index, n)
