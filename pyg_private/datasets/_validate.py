@@ -5,10 +5,11 @@ the argument, the allowed range and the value received; never an ``assert``.
 """
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import torch
+
+from ..accounting.validation import check_probability
 
 __all__ = ["check_count", "check_fraction", "make_generator"]
 
@@ -33,22 +34,9 @@ def check_count(value: object, name: str, *, minimum: int = 0) -> int:
 
 
 def check_fraction(value: object, name: str) -> float:
-    r"""Checks that :obj:`value` is a real number in :math:`[0, 1]`.
-
-    Args:
-        value (object): The value to check.
-        name (str): The argument name used in the error message.
-
-    Returns:
-        float: :obj:`value` as a Python :obj:`float`.
-    """
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"`{name}` must be a real number in [0, 1]; "
-                        f"got {type(value).__name__} {value!r}")
-    v = float(value)
-    if math.isnan(v) or not 0.0 <= v <= 1.0:
-        raise ValueError(f"`{name}` must lie in [0, 1]; got {value!r}")
-    return v
+    r"""Checks that :obj:`value` is a real number in :math:`[0, 1]` (the library's
+    shared probability check)."""
+    return check_probability(value, name)
 
 
 def make_generator(seed: int | torch.Generator) -> torch.Generator:
