@@ -1,4 +1,5 @@
-"""Differentially private message-passing layers."""
+"""Differentially private message-passing layers and the private PPR baselines."""
+from .dp_push_flow_cap import DPPushFlowCap
 from .noisy_ppr_diffusion import NoisyPPRDiffusion
 
-__all__ = ["NoisyPPRDiffusion"]
+__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap"]

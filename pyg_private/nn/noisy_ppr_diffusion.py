@@ -1,7 +1,6 @@
 r"""Edge-private personalized PageRank by noisy graph diffusion (Wei, Chien and Li 2024)."""
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, Optional, Sequence
 
 import torch
@@ -9,18 +8,20 @@ from torch import Tensor
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import spmm
 
-from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, charge, rdp_event
+from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
 from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
-from ..accounting.validation import check_delta, check_epsilon, check_positive, check_positive_int
-from ..mechanisms._noise import two_laplace_noise
-from ..utils import adjacency_to_edge_index, project_l1_ball, project_simplex, simple_undirected
+from ..accounting.validation import check_positive, check_positive_int
+from ..mechanisms._noise import TwoLaplaceStream
+from ..utils import project_l1_ball, project_simplex
+from ..utils.lazy_ppr import lazy_walk_operator, seed_matrix
+from ._ppr_release import SeededRelease, check_restart, resolve_noise
 
 __all__ = ["NoisyPPRDiffusion"]
 
 Projection = Optional[Literal["l1_ball", "simplex"]]
 
 
-class NoisyPPRDiffusion(MessagePassing):
+class NoisyPPRDiffusion(SeededRelease, MessagePassing):
     r"""Edge-level differentially private lazy personalized PageRank, from
     `"Differentially Private Graph Diffusion with Applications in Personalized
     PageRanks" <https://arxiv.org/abs/2407.00077>`_ (NeurIPS 2024), Eq. 4 with the lazy
@@ -111,10 +112,7 @@ class NoisyPPRDiffusion(MessagePassing):
         name: str = "noisy_ppr_diffusion",
     ) -> None:
         super().__init__(aggr="add", flow="source_to_target")
-        alpha = check_positive(alpha, "alpha")
-        if not alpha < 1.0:
-            raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
-        self.alpha = alpha
+        self.alpha = check_restart(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
         self.eta = check_positive(eta, "eta")
         self.personalized = bool(personalized)
@@ -123,22 +121,12 @@ class NoisyPPRDiffusion(MessagePassing):
             raise ValueError(f"`output_projection` must be None, 'l1_ball' or 'simplex'; got {output_projection!r}")
         self.output_projection = output_projection
         self.orders = tuple(orders)
-        if (noise_scale is None) == (epsilon is None):
-            raise ValueError("give exactly one of `noise_scale` or `epsilon` (with `delta`)")
-        if noise_scale is not None:
-            if delta is not None:
-                raise ValueError("`delta` is only used with `epsilon`")
-            self.noise_scale = check_positive(noise_scale, "noise_scale")
-            self.epsilon, self.delta = None, None
-        else:
-            if delta is None:
-                raise ValueError("`delta` is required with `epsilon` (e.g. 1 / number of edges)")
-            self.epsilon, self.delta = check_epsilon(epsilon), check_delta(delta)
-            self.noise_scale = lazy_ppr_noise_scale(
-                epsilon=self.epsilon, delta=self.delta, num_iterations=self.num_iterations, eta=self.eta,
-                alpha=self.alpha, personalized=self.personalized, num_columns=self.epsilon_columns,
-                orders=self.orders,
-            )
+        self.noise_scale, self.epsilon, self.delta = resolve_noise(
+            noise_scale, epsilon, delta,
+            lambda eps, d: lazy_ppr_noise_scale(
+                epsilon=eps, delta=d, num_iterations=self.num_iterations, eta=self.eta, alpha=self.alpha,
+                personalized=self.personalized, num_columns=self.epsilon_columns, orders=self.orders),
+        )
         self._column_curve = lazy_ppr_rdp(self.orders, noise_scale=self.noise_scale,
                                           num_iterations=self.num_iterations, eta=self.eta, alpha=self.alpha,
                                           personalized=self.personalized)
@@ -175,14 +163,7 @@ class NoisyPPRDiffusion(MessagePassing):
         if (x is None) == (seed_index is None):
             raise ValueError("give exactly one of `x` (signals [N, C]) or `seed_index` (seeds [C])")
         if seed_index is not None:
-            seed_index = torch.as_tensor(seed_index, device=device).long().view(-1)
-            if seed_index.numel() == 0:
-                raise ValueError("`seed_index` is empty")
-            if int(seed_index.min()) < 0 or int(seed_index.max()) >= n:
-                raise ValueError(f"`seed_index` must lie in [0, {n}); got range "
-                                 f"[{int(seed_index.min())}, {int(seed_index.max())}]")
-            s = torch.zeros(n, seed_index.numel(), dtype=torch.float64, device=device)
-            s[seed_index, torch.arange(seed_index.numel(), device=device)] = 1.0
+            s, seed_index = seed_matrix(seed_index, n, device=device)
             return s, seed_index, torch.get_default_dtype()
         if self.personalized:
             raise ValueError("personalized mode needs one-hot seeds: pass `seed_index`, not `x` (Theorem 4 assumes "
@@ -202,55 +183,52 @@ class NoisyPPRDiffusion(MessagePassing):
     def forward(self, x: Optional[Tensor] = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """Diffuse the seeds or signals on the private graph; returns :math:`\\mathbf{s}^{(K)}` [N, C]."""
-        if edge_index is None:
-            raise ValueError("`edge_index` (or a sparse adjacency) is required")
-        ei, n = adjacency_to_edge_index(edge_index, num_nodes)
-        if x is not None and isinstance(x, Tensor) and num_nodes is None:
-            n = max(n, x.size(0))
-        ei, n = simple_undirected(ei, n, symmetrize=self.symmetrize)
-        device = ei.device
-        s0, seeds, out_dtype = self._signals(x, seed_index, n, device)
-
-        if self.cached and self._cache is not None:
-            c_ei, c_s0, c_out = self._cache
-            if c_ei.shape == ei.shape and torch.equal(c_ei, ei) and c_s0.shape == s0.shape and torch.equal(c_s0, s0):
-                return c_out.to(out_dtype)
-
-        num_columns = s0.size(1)
-        if seeds is not None and self.personalized:
-            charged = int(torch.bincount(seeds).max())  # columns any single recipient receives
-        else:
-            charged = num_columns
-        charge(self.accountant, self.event(charged), self)  # before any noise is drawn
-
+        ei, n = self._read_graph(edge_index, num_nodes, x)
+        s0, seeds, out_dtype = self._signals(x, seed_index, n, ei.device)
+        cached = self._from_cache(ei, s0)
+        if cached is not None:
+            return cached.to(out_dtype)
+        self._charge(seeds, s0.size(1))  # before any noise is drawn
         out = self._diffuse(ei, n, s0, seeds)
         if self.output_projection == "l1_ball":
             out = project_l1_ball(out)
         elif self.output_projection == "simplex":
             out = project_simplex(out)
         out = out.detach()
-        if self.cached:
-            self._cache = (ei, s0, out)
+        self._remember(ei, s0, out)
         return out.to(out_dtype)
 
     @torch.no_grad()
     def _diffuse(self, edge_index: Tensor, n: int, s0: Tensor, seeds: Optional[Tensor]) -> Tensor:
         beta = 1.0 - self.alpha
-        deg = torch.bincount(edge_index[0], minlength=n).to(torch.float64)
+        adj, deg = lazy_walk_operator(edge_index, n)  # row i of adj holds i's neighbours
         deg_inv = torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg)).unsqueeze(-1)
-        ones = torch.ones(edge_index.size(1), dtype=torch.float64, device=edge_index.device)
-        adj = torch.sparse_coo_tensor(edge_index.flip(0), ones, (n, n), check_invariants=False).coalesce()
-        adj = adj.to_sparse_csr()  # row i holds i's neighbours: (A x)_i = sum_j A_ij x_j
-        upper = (self.eta * deg).unsqueeze(-1).expand_as(s0).clone()  # f clips entry i to [0, eta d_i]
-        if self.personalized and seeds is not None:
-            upper[seeds, torch.arange(seeds.numel(), device=seeds.device)] = math.inf  # the seed is unclipped
-        restart = (1.0 - beta) * s0
-        s = s0
+        upper = (self.eta * deg).unsqueeze(-1)  # f clips entry i to [0, eta d_i]
+        if seeds is not None:
+            cols = torch.arange(seeds.numel(), device=seeds.device)
+            restart = None  # one-hot: add (1 - beta) at (seed_c, c) only
+        else:
+            restart = (1.0 - beta) * s0
+        noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator)
+        s = s0.clone()
+        xc = torch.empty_like(s)
+        scaled = torch.empty_like(s)
         for _ in range(self.num_iterations):
-            xc = torch.minimum(s.clamp_min(0.0), upper)
-            px = self.propagate(adj, x=xc * deg_inv)  # (A D^-1) xc, normalised by the source degree
-            s = (0.5 * beta) * (xc + px) + restart
-            s = s + two_laplace_noise(s.shape, self.noise_scale, device=s.device, generator=self.generator)
+            torch.clamp(s, min=0.0, out=xc)
+            if self.personalized and seeds is not None:
+                seed_vals = xc[seeds, cols]  # the seed's own entry is not clipped from above
+                torch.minimum(xc, upper, out=xc)
+                xc[seeds, cols] = seed_vals
+            else:
+                torch.minimum(xc, upper, out=xc)
+            torch.mul(xc, deg_inv, out=scaled)
+            s = self.propagate(adj, x=scaled)  # (A D^-1) f(s), normalised by the source degree
+            s.add_(xc).mul_(0.5 * beta)
+            if restart is None:
+                s[seeds, cols] += 1.0 - beta
+            else:
+                s.add_(restart)
+            s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
         return s
 
     def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken

@@ -1,0 +1,88 @@
+"""What the private PPR modules share: noise arguments, graph input, caching and charging."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+from torch import Tensor
+
+from ..accounting import PrivacyAccountant, PrivacyEvent, charge
+from ..accounting.validation import check_delta, check_epsilon, check_positive
+from ..utils import adjacency_to_edge_index, simple_undirected
+
+__all__ = ["check_restart", "resolve_noise", "SeededRelease"]
+
+
+def check_restart(alpha: float) -> float:
+    """The PPR restart probability, in the open interval (0, 1)."""
+    alpha = check_positive(alpha, "alpha")
+    if not alpha < 1.0:
+        raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
+    return alpha
+
+
+def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta: Optional[float],
+                  calibrate: Callable[[float, float], float], *, scale_name: str = "noise_scale",
+                  allow_pure: bool = False) -> tuple[float, Optional[float], Optional[float]]:
+    """``(scale, epsilon, delta)`` from exactly one of a scale or an ``(epsilon, delta)`` target.
+
+    ``calibrate(epsilon, delta)`` returns the scale; ``delta`` may be omitted (pure
+    target, ``delta = 0``) only when ``allow_pure``.
+    """
+    if (noise_scale is None) == (epsilon is None):
+        raise ValueError(f"give exactly one of `{scale_name}` or `epsilon` (with `delta`)")
+    if noise_scale is not None:
+        if delta is not None:
+            raise ValueError("`delta` is only used with `epsilon`")
+        return check_positive(noise_scale, scale_name), None, None
+    if delta is None:
+        if not allow_pure:
+            raise ValueError("`delta` is required with `epsilon` (e.g. 1 / number of edges)")
+        delta = 0.0
+    eps, d = check_epsilon(epsilon), check_delta(delta, allow_zero=allow_pure)
+    return calibrate(eps, d), eps, d
+
+
+class SeededRelease:
+    """Mixin: read the graph, reuse a cached release, charge one event per new release.
+
+    The host sets ``accountant``, ``cached``, ``symmetrize``, ``personalized`` and
+    ``_cache = None``, and implements ``event(num_columns)``.
+    """
+
+    accountant: Optional[PrivacyAccountant]
+    cached: bool
+    symmetrize: bool
+    personalized: bool
+    _cache: Optional[tuple[Tensor, Tensor, Tensor]]
+
+    def event(self, num_columns: int) -> PrivacyEvent:  # pragma: no cover - implemented by hosts
+        raise NotImplementedError
+
+    def _read_graph(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[Tensor, int]:
+        if edge_index is None:
+            raise ValueError("`edge_index` (or a sparse adjacency) is required")
+        ei, n = adjacency_to_edge_index(edge_index, num_nodes)
+        if isinstance(x, Tensor) and num_nodes is None:
+            n = max(n, x.size(0))
+        return simple_undirected(ei, n, symmetrize=self.symmetrize)
+
+    def _from_cache(self, edge_index: Tensor, signals: Tensor) -> Optional[Tensor]:
+        if not self.cached or self._cache is None:
+            return None
+        c_ei, c_s0, c_out = self._cache
+        if (c_ei.shape == edge_index.shape and torch.equal(c_ei, edge_index) and c_s0.shape == signals.shape
+                and torch.equal(c_s0, signals)):
+            return c_out
+        return None
+
+    def _charge(self, seeds: Optional[Tensor], num_columns: int) -> None:
+        """Charge the release before any noise is drawn: ``num_columns`` to one party, or
+        per recipient (the most columns any one seed receives) in personalized mode."""
+        if seeds is not None and self.personalized:
+            num_columns = int(torch.bincount(seeds).max())
+        charge(self.accountant, self.event(num_columns), self)
+
+    def _remember(self, edge_index: Tensor, signals: Tensor, out: Tensor) -> None:
+        if self.cached:
+            self._cache = (edge_index, signals, out)

@@ -1,0 +1,131 @@
+r"""DP-PushFlowCap: capped push-flow PPR with Laplace output noise (Epasto et al., NeurIPS 2022)."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
+from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
+from ..accounting.validation import check_positive, check_positive_int
+from ..mechanisms._noise import laplace_noise
+from ..utils.lazy_ppr import seed_matrix
+from ..utils.push_flow import push_flow_cap_ppr
+from ._ppr_release import SeededRelease, check_restart, resolve_noise
+
+__all__ = ["DPPushFlowCap"]
+
+
+class DPPushFlowCap(SeededRelease, torch.nn.Module):
+    r"""Edge-private personalized PageRank by output perturbation, the DP-PushFlowCap
+    baseline of `"Differentially Private Graph Learning via Sensitivity-Bounded
+    Personalized PageRank" <https://arxiv.org/abs/2207.06944>`_ (Epasto et al.,
+    NeurIPS 2022), as compared against in Wei, Chien and Li (NeurIPS 2024, §4).
+
+    The capped push-flow estimate :math:`\mathbf{p}` of lazy PPR
+    (:func:`pyg_private.utils.push_flow_cap_ppr`: every node :math:`v` pushes a total
+    flow of at most :math:`\eta\,d_v`) has :math:`\ell_1` edge sensitivity
+    :math:`\Delta_1 = (3 - \alpha)(1 - (1-\alpha)^T)\,\eta` (their Theorem 4.3), so
+
+    .. math::
+        \tilde{\mathbf{p}} = \mathrm{clip}_{[0, 1]}\big(\mathbf{p} + \mathrm{Lap}(0, b)^{N}\big)
+
+    is released, the clip being post-processing. One forward of :math:`C` seed columns
+    registers one event on unit ``"edge"`` whose RDP curve is :math:`C\,g_\alpha(b,
+    \Delta_1)`; with ``personalized=True`` the seed is uncapped, the bound covers only
+    edges not incident to the seed, and the charge is per recipient (the most columns
+    one seed receives), with the same validity conditions as
+    :class:`~pyg_private.nn.NoisyPPRDiffusion`.
+
+    Give ``noise_scale`` (Laplace scale :math:`b`) or ``epsilon`` with ``delta``
+    (calibrated on the RDP curve at ``delta``, as the paper converts this baseline;
+    ``delta=0`` gives the pure :math:`b = \Delta_1/\epsilon`). The target is per
+    ``epsilon_columns`` columns (default one).
+
+    Args:
+        alpha (float): restart probability in :math:`(0, 1)`. (default: :obj:`0.2`)
+        num_iterations (int): push iterations :math:`T`. (default: :obj:`100`)
+        eta (float): flow cap per unit degree :math:`\eta > 0`. (default: :obj:`1e-6`)
+        noise_scale, epsilon, delta, personalized, epsilon_columns, accountant, cached,
+        symmetrize, orders, generator, name: as in :class:`~pyg_private.nn.NoisyPPRDiffusion`.
+        clip_output (bool): clip the release to :math:`[0, 1]`. (default: :obj:`True`)
+    """
+
+    def __init__(self, alpha: float = 0.2, num_iterations: int = 100, eta: float = 1e-6, *,
+                 noise_scale: Optional[float] = None, epsilon: Optional[float] = None,
+                 delta: Optional[float] = None, personalized: bool = False, epsilon_columns: int = 1,
+                 clip_output: bool = True, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
+                 symmetrize: bool = False, orders: Sequence[float] = DEFAULT_ORDERS,
+                 generator: Optional[torch.Generator] = None, name: str = "dp_push_flow_cap") -> None:
+        super().__init__()
+        self.alpha = check_restart(alpha)
+        self.num_iterations = check_positive_int(num_iterations, "num_iterations")
+        self.eta = check_positive(eta, "eta")
+        self.personalized = bool(personalized)
+        self.epsilon_columns = check_positive_int(epsilon_columns, "epsilon_columns")
+        self.orders = tuple(orders)
+        self.sensitivity = push_flow_sensitivity(eta=self.eta, alpha=self.alpha, num_iterations=self.num_iterations)
+        self.noise_scale, self.epsilon, self.delta = resolve_noise(
+            noise_scale, epsilon, delta,
+            lambda eps, d: push_flow_noise_scale(epsilon=eps, delta=d, eta=self.eta, alpha=self.alpha,
+                                                 num_iterations=self.num_iterations,
+                                                 num_columns=self.epsilon_columns, orders=self.orders),
+            allow_pure=True,
+        )
+        self.clip_output = bool(clip_output)
+        self.accountant = accountant
+        self.cached = cached
+        self.symmetrize = symmetrize
+        self.generator = generator
+        self.name = name
+        self._cache = None
+
+    def reset_parameters(self) -> None:
+        """Clear the cached release (the module has no learnable parameters)."""
+        self._cache = None
+
+    def event(self, num_columns: int) -> PrivacyEvent:
+        """The event of a release of ``num_columns`` columns (to one party, or per recipient)."""
+        c = check_positive_int(num_columns, "num_columns")
+        rdp = push_flow_rdp(self.orders, noise_scale=self.noise_scale, eta=self.eta, alpha=self.alpha,
+                            num_iterations=self.num_iterations, num_columns=c)
+        return rdp_event(
+            unit="edge", orders=self.orders, rdp=rdp, name=self.name,
+            mechanism="dp_push_flow_cap_personalized" if self.personalized else "dp_push_flow_cap",
+            params={"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
+                    "sensitivity": self.sensitivity, "noise_scale": self.noise_scale, "columns": c,
+                    "personalized": self.personalized},
+        )
+
+    def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
+                num_nodes: Optional[int] = None) -> Tensor:
+        """Release the noisy push-flow PPR columns of the seeds ``[N, C]`` (computed in
+        float64, returned in the default dtype like :class:`NoisyPPRDiffusion`).
+
+        ``x`` exists for a signature shared with :class:`NoisyPPRDiffusion`; the
+        sensitivity bound is for one-hot seeds, so it must be ``None``.
+        """
+        if x is not None:
+            raise ValueError("DPPushFlowCap diffuses one-hot seeds only: pass `seed_index`, not `x`")
+        if seed_index is None:
+            raise ValueError("`seed_index` is required")
+        ei, n = self._read_graph(edge_index, num_nodes)
+        s0, seeds = seed_matrix(seed_index, n, device=ei.device)
+        cached = self._from_cache(ei, s0)
+        if cached is not None:
+            return cached.to(torch.get_default_dtype())
+        self._charge(seeds, s0.size(1))  # before any noise is drawn
+        p = push_flow_cap_ppr(ei, n, seeds, alpha=self.alpha, num_iterations=self.num_iterations, eta=self.eta,
+                              personalized=self.personalized)
+        out = p.add_(laplace_noise(p.shape, self.noise_scale, device=p.device, generator=self.generator))
+        if self.clip_output:
+            out.clamp_(0.0, 1.0)
+        self._remember(ei, s0, out)
+        return out.to(torch.get_default_dtype())
+
+    def __repr__(self) -> str:
+        target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
+        return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
+                f"eta={self.eta:g}, noise_scale={self.noise_scale:.6g}{target}, personalized={self.personalized}, "
+                f"cached={self.cached})")
