@@ -18,6 +18,7 @@ from .mechanism_events import (
 )
 from .opacus_bridge import OpacusAccountant
 from .orders import DEFAULT_ORDERS, check_orders
+from .push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
 from .pabi import (
     diffusion_distortion,
     lazy_ppr_epsilon,
@@ -25,7 +26,7 @@ from .pabi import (
     lazy_ppr_rdp,
     noisy_diffusion_rdp,
 )
-from .randomized_response import randomized_response_rdp, truth_probability
+from .randomized_response import calibrated_truth_probability, randomized_response_rdp, truth_probability
 from .report import AccountantReport
 from .subsampled_gaussian import subsampled_gaussian_rdp
 from .tracking import charge
@@ -68,6 +69,10 @@ __all__ = [
     "lazy_ppr_rdp",
     "diffusion_distortion",
     "randomized_response_rdp",
+    "calibrated_truth_probability",
+    "push_flow_sensitivity",
+    "push_flow_rdp",
+    "push_flow_noise_scale",
     "truth_probability",
     "subsampled_gaussian_rdp",
     # calibration

@@ -21,7 +21,7 @@ import numpy as np
 
 from .validation import check_epsilon, check_probability
 
-__all__ = ["randomized_response_rdp", "truth_probability"]
+__all__ = ["randomized_response_rdp", "truth_probability", "calibrated_truth_probability"]
 
 
 def truth_probability(*, epsilon: float | None = None, flip_probability: float | None = None) -> float:
@@ -58,3 +58,33 @@ def randomized_response_rdp(orders: "np.ndarray | tuple[float, ...] | float", *,
         val = np.logaddexp(af * lq + (1.0 - af) * lp, af * lp + (1.0 - af) * lq) / (af - 1.0)
         out[~inf] = np.clip(val, 0.0, pure)
     return out
+
+
+def calibrated_truth_probability(*, epsilon: float, delta: float, orders: "tuple[float, ...] | None" = None) -> float:
+    r"""The largest :math:`q` whose randomized-response curve converts to at most
+    ``(epsilon, delta)``-DP.
+
+    ``delta = 0`` is the pure :math:`q = e^\epsilon/(1+e^\epsilon)`. For ``delta > 0``
+    the curve is converted at ``delta`` (the accountant's rule) and inverted by monotone
+    root finding on the flip probability :math:`p = 2(1-q)`, on the safe side. It is how
+    Wei et al. (2024) calibrate the Edge-Flipping baseline (RDP converted at
+    :math:`\delta = 1/|E|`); the gain over the pure calibration is small.
+    """
+    from .calibration import calibrate_noise
+    from .conversion import rdp_to_dp
+    from .orders import DEFAULT_ORDERS, check_orders
+    from .validation import check_delta
+
+    eps = check_epsilon(epsilon)
+    d = check_delta(delta, allow_zero=True)
+    pure_q = truth_probability(epsilon=eps)
+    if d == 0.0:
+        return pure_q
+    grid = check_orders(DEFAULT_ORDERS if orders is None else orders)
+
+    def eps_of_flip(p: float) -> float:
+        return rdp_to_dp(orders=grid, rdp=randomized_response_rdp(grid, q=1.0 - p / 2.0), delta=d)[0]
+
+    pure_p = 2.0 * (1.0 - pure_q)
+    flip = calibrate_noise(eps_of_flip, eps, min_scale=pure_p * 1e-6, max_scale=min(1.0, 2.0 * pure_p))
+    return 1.0 - flip / 2.0

@@ -21,13 +21,17 @@ def _pair_ids(edge_index: Tensor, num_nodes: int) -> Tensor:
     return row[keep] * num_nodes + col[keep]
 
 
-def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, generator: torch.Generator | None = None) -> Tensor:
+def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tensor | None = None,
+               generator: torch.Generator | None = None) -> Tensor:
     r"""Randomized response on every pair of nodes.
 
     Args:
         edge_index (Tensor): undirected simple graph, each edge in both directions.
         num_nodes (int): :math:`n`.
         q (float): probability of reporting a pair's true bit, in :math:`[1/2, 1)`.
+        keep_nodes (Tensor, optional): nodes whose pairs are reported truthfully (not
+            randomised): the personalized setting, where a seed already knows its own
+            edges (spec ``noisy_diffusion.md`` §4.2).
         generator (torch.Generator, optional): reproducibility only.
 
     Returns:
@@ -36,11 +40,15 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, generator: torch
     device = edge_index.device
     n = int(num_nodes)
     true_ids = torch.unique(_pair_ids(edge_index, n))
+    kept_node = torch.zeros(n, dtype=torch.bool, device=device)
+    if keep_nodes is not None:
+        kept_node[torch.as_tensor(keep_nodes, device=device).long().view(-1)] = True
+    exempt = kept_node[true_ids // n] | kept_node[true_ids % n]  # true edges at a kept node: reported as they are
     keep = torch.rand(true_ids.numel(), generator=generator, device=device, dtype=torch.float64) < q
-    kept = true_ids[keep]
+    kept = true_ids[keep | exempt]
 
-    num_pairs = n * (n - 1) // 2
-    num_non_edges = num_pairs - true_ids.numel()
+    m = n - int(kept_node.sum())  # pairs among the other nodes are randomised
+    num_non_edges = m * (m - 1) // 2 - int((~exempt).sum())
     count = torch.tensor(float(num_non_edges), dtype=torch.float64, device=device)
     num_new = int(torch.binomial(count, torch.tensor(1.0 - q, dtype=torch.float64, device=device),
                                  generator=generator).item()) if num_non_edges > 0 else 0
@@ -48,10 +56,11 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, generator: torch
     chosen = torch.empty(0, dtype=torch.long, device=device)
     while chosen.numel() < num_new:
         missing = num_new - chosen.numel()
-        # i*n + j uniform over [0, n^2); keep i < j: a uniform draw over the pairs
-        draw = torch.randint(0, n * n, (2 * missing + 64,), generator=generator, device=device)
+        # i*n + j uniform over [0, n^2); keep i < j off the kept nodes: uniform over the eligible pairs
+        draw = torch.randint(0, n * n, (int(2 * missing * n * n / max(m * (m - 1), 1)) + 64,), generator=generator,
+                             device=device)
         i, j = draw // n, draw % n
-        cand = torch.unique(draw[i < j])
+        cand = torch.unique(draw[(i < j) & ~kept_node[i] & ~kept_node[j]])
         cand = cand[~torch.isin(cand, true_ids) & ~torch.isin(cand, chosen)]
         chosen = torch.cat([chosen, cand])
     if chosen.numel() > num_new:  # a uniform subset of a uniform superset is uniform

@@ -1,5 +1,6 @@
 """Differentially private message-passing layers and the private PPR baselines."""
 from .dp_push_flow_cap import DPPushFlowCap
+from .edge_flipping_ppr import EdgeFlippingPPR
 from .noisy_ppr_diffusion import NoisyPPRDiffusion
 
-__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap"]
+__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR"]

@@ -28,17 +28,21 @@ def lazy_walk_operator(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tens
     """The float64 CSR adjacency and the degree vector of an undirected simple graph.
 
     Returns ``(adj, deg)``: row :math:`i` of ``adj`` holds :math:`i`'s neighbours, so
-    ``adj @ (x / deg)`` is :math:`\\mathbf{A}\\mathbf{D}^{-1}\\mathbf{x}` (normalised by the
+    ``adj @ (x / deg)`` is :math:`\mathbf{A}\mathbf{D}^{-1}\mathbf{x}` (normalised by the
     **source** degree; isolated nodes contribute nothing). ``edge_index`` must already be
-    symmetric, coalesced and free of self-loops (see :func:`simple_undirected`).
+    symmetric, coalesced (sorted by row, then column) and free of self-loops, as
+    :func:`simple_undirected` returns it; the CSR arrays are then read off directly.
     """
     n = int(num_nodes)
-    ones = torch.ones(edge_index.size(1), dtype=torch.float64, device=edge_index.device)
-    adj = torch.sparse_coo_tensor(edge_index.flip(0), ones, (n, n), check_invariants=False).coalesce()
-    deg = torch.bincount(edge_index[0], minlength=n).to(torch.float64)
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice, once per call
+    row, col = edge_index
+    counts = torch.bincount(row, minlength=n)
+    crow = torch.zeros(n + 1, dtype=torch.long, device=edge_index.device)
+    torch.cumsum(counts, 0, out=crow[1:])
+    ones = torch.ones(col.numel(), dtype=torch.float64, device=edge_index.device)
+    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return adj.to_sparse_csr(), deg
+        adj = torch.sparse_csr_tensor(crow, col.contiguous(), ones, (n, n), check_invariants=False)
+    return adj, counts.to(torch.float64)
 
 
 def seed_matrix(seed_index: Any, num_nodes: int, *, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
