@@ -1,13 +1,17 @@
-r"""Randomized response on the adjacency matrix (edge flipping), sampled in O(|E| + |E_out|).
+r"""Randomized response on the adjacency matrix (edge flipping), sampled in O(|E| + flips).
 
 Every unordered pair :math:`\{i, j\}`, :math:`i < j`, of an undirected simple graph is
 one bit. Each bit is reported truthfully with probability :math:`q` and flipped
 otherwise: a true edge survives with probability :math:`q`, a non-edge appears with
-probability :math:`1 - q`. Instead of visiting all :math:`n(n-1)/2` pairs we draw the
-number of appearing non-edges from its binomial law and then a uniform subset of the
-non-edges of that size, which has exactly the same distribution.
+probability :math:`1 - q`. Instead of visiting all :math:`n(n-1)/2` pairs we walk the
+pairs in row-major order and jump from one flipped pair to the next by geometric gaps
+(the gaps of a Bernoulli(:math:`1-q`) process are i.i.d. Geometric(:math:`1-q`)), which
+has exactly the same distribution; the released edge set is the symmetric difference
+of the true edges and the flipped pairs, found by binary search.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
@@ -19,6 +23,37 @@ def _pair_ids(edge_index: Tensor, num_nodes: int) -> Tensor:
     row, col = edge_index
     keep = row < col
     return row[keep] * num_nodes + col[keep]
+
+
+def _bernoulli_positions(total: int, prob: float, *, generator: torch.Generator | None,
+                         device: torch.device) -> Tensor:
+    """Sorted positions in ``[0, total)`` where an i.i.d. Bernoulli(``prob``) sequence is 1."""
+    chunks = []
+    last = -1
+    if prob <= 0.0 or total <= 0:
+        return torch.empty(0, dtype=torch.long, device=device)
+    log_stay = math.log1p(-prob) if prob < 1.0 else -math.inf
+    while last < total - 1:
+        expected = (total - 1 - last) * prob
+        m = int(expected + 6.0 * math.sqrt(expected) + 16)
+        u = 1.0 - torch.rand(m, dtype=torch.float64, generator=generator, device=device)  # (0, 1]
+        # P(floor(log u / log(1-p)) >= k) = (1-p)^k: a Geometric gap on {1, 2, ...}
+        gaps = torch.floor(torch.log(u) / log_stay).long() + 1
+        pos = torch.cumsum(gaps, 0) + last
+        if int(pos[-1]) >= total:
+            chunks.append(pos[pos < total])
+            break
+        chunks.append(pos)
+        last = int(pos[-1])
+    return torch.cat(chunks)
+
+
+def _in_sorted(values: Tensor, sorted_set: Tensor) -> Tensor:
+    """Membership of ``values`` in the sorted 1-D ``sorted_set``, by binary search."""
+    if sorted_set.numel() == 0:
+        return torch.zeros(values.shape, dtype=torch.bool, device=values.device)
+    idx = torch.searchsorted(sorted_set, values).clamp_(max=sorted_set.numel() - 1)
+    return sorted_set[idx] == values
 
 
 def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tensor | None = None,
@@ -39,36 +74,62 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tens
     """
     device = edge_index.device
     n = int(num_nodes)
-    true_ids = torch.unique(_pair_ids(edge_index, n))
+    true_ids = torch.unique(_pair_ids(edge_index, n))  # i * n + j, i < j, sorted
     kept_node = torch.zeros(n, dtype=torch.bool, device=device)
     if keep_nodes is not None:
         kept_node[torch.as_tensor(keep_nodes, device=device).long().view(-1)] = True
-    exempt = kept_node[true_ids // n] | kept_node[true_ids % n]  # true edges at a kept node: reported as they are
-    keep = torch.rand(true_ids.numel(), generator=generator, device=device, dtype=torch.float64) < q
-    kept = true_ids[keep | exempt]
 
-    m = n - int(kept_node.sum())  # pairs among the other nodes are randomised
-    num_non_edges = m * (m - 1) // 2 - int((~exempt).sum())
-    count = torch.tensor(float(num_non_edges), dtype=torch.float64, device=device)
-    num_new = int(torch.binomial(count, torch.tensor(1.0 - q, dtype=torch.float64, device=device),
-                                 generator=generator).item()) if num_non_edges > 0 else 0
+    # flipped pairs, row-major over the upper triangle: row i holds pairs (i, i+1..n-1)
+    row_len = torch.arange(n - 1, -1, -1, dtype=torch.long, device=device)
+    offsets = torch.zeros(n + 1, dtype=torch.long, device=device)
+    torch.cumsum(row_len, 0, out=offsets[1:])
+    pos = _bernoulli_positions(n * (n - 1) // 2, 1.0 - q, generator=generator, device=device)
+    i = torch.searchsorted(offsets, pos, right=True) - 1
+    j = pos - offsets[i] + i + 1
+    del pos
+    free = ~(kept_node[i] | kept_node[j])  # pairs at a kept node are reported as they are
+    flipped = (i * n + j)[free]
+    del i, j, free
 
-    chosen = torch.empty(0, dtype=torch.long, device=device)
-    while chosen.numel() < num_new:
-        missing = num_new - chosen.numel()
-        # i*n + j uniform over [0, n^2); keep i < j off the kept nodes: uniform over the eligible pairs
-        draw = torch.randint(0, n * n, (int(2 * missing * n * n / max(m * (m - 1), 1)) + 64,), generator=generator,
-                             device=device)
-        i, j = draw // n, draw % n
-        cand = torch.unique(draw[(i < j) & ~kept_node[i] & ~kept_node[j]])
-        cand = cand[~torch.isin(cand, true_ids) & ~torch.isin(cand, chosen)]
-        chosen = torch.cat([chosen, cand])
-    if chosen.numel() > num_new:  # a uniform subset of a uniform superset is uniform
-        perm = torch.randperm(chosen.numel(), generator=generator, device=device)[:num_new]
-        chosen = chosen[perm]
+    surviving = true_ids[~_in_sorted(true_ids, flipped)]
+    appearing = flipped[~_in_sorted(flipped, true_ids)]
+    del flipped
+    return _symmetric_edge_index(_merge_sorted(surviving, appearing), n)
 
-    ids = torch.sort(torch.cat([kept, chosen])).values
-    row, col = ids // n, ids % n
-    out = torch.stack([torch.cat([row, col]), torch.cat([col, row])])
-    order = torch.argsort(out[0] * n + out[1])
-    return out[:, order]
+
+def _merge_sorted(a: Tensor, b: Tensor) -> Tensor:
+    """The sorted union of two sorted, disjoint 1-D tensors (no global sort)."""
+    out = torch.empty(a.numel() + b.numel(), dtype=a.dtype, device=a.device)
+    out[torch.arange(a.numel(), device=a.device) + torch.searchsorted(b, a)] = a
+    out[torch.arange(b.numel(), device=b.device) + torch.searchsorted(a, b)] = b
+    return out
+
+
+def _symmetric_edge_index(upper_ids: Tensor, n: int) -> Tensor:
+    """Both directions of the sorted upper-triangle pairs ``i * n + j``, coalesced.
+
+    Row ``r`` of the result lists its smaller neighbours (the pairs ``(i, r)``, sorted by
+    ``i``) and then its larger ones (the pairs ``(r, j)``, already sorted): one sort of
+    the pairs by column instead of a sort of both directions.
+    """
+    device = upper_ids.device
+    up_row, up_col = upper_ids // n, upper_ids % n
+    by_col = torch.argsort(up_col * n + up_row)  # the transpose, in (col, row) order
+    low_row, low_col = up_col[by_col], up_row[by_col]
+    del by_col
+    n_low = torch.bincount(low_row, minlength=n)
+    n_up = torch.bincount(up_row, minlength=n)
+    ptr = torch.zeros(n + 1, dtype=torch.long, device=device)
+    torch.cumsum(n_low + n_up, 0, out=ptr[1:])
+    low_start = torch.zeros(n + 1, dtype=torch.long, device=device)
+    torch.cumsum(n_low, 0, out=low_start[1:])
+    up_start = torch.zeros(n + 1, dtype=torch.long, device=device)
+    torch.cumsum(n_up, 0, out=up_start[1:])
+    out = torch.empty(2, 2 * upper_ids.numel(), dtype=torch.long, device=device)
+    rank = torch.arange(low_row.numel(), device=device) - low_start[low_row]
+    where = ptr[low_row] + rank
+    out[0, where], out[1, where] = low_row, low_col
+    rank = torch.arange(up_row.numel(), device=device) - up_start[up_row]
+    where = ptr[up_row] + n_low[up_row] + rank
+    out[0, where], out[1, where] = up_row, up_col
+    return out
