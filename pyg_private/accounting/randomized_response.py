@@ -35,7 +35,11 @@ def truth_probability(*, epsilon: float | None = None, flip_probability: float |
         raise ValueError("give exactly one of `epsilon` or `flip_probability`")
     if epsilon is not None:
         eps = check_epsilon(epsilon)
-        return float(1.0 / (1.0 + math.exp(-eps)))
+        q = float(1.0 / (1.0 + math.exp(-eps)))
+        if not q < 1.0:
+            raise ValueError(f"`epsilon` = {eps!r} is too large for randomized response: the probability of the "
+                             "true bit rounds to 1 in float64 (no randomisation); use epsilon < 36")
+        return q
     p = check_probability(flip_probability, "flip_probability", low_open=True)
     return 1.0 - p / 2.0
 

@@ -77,7 +77,10 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tens
     true_ids = torch.unique(_pair_ids(edge_index, n))  # i * n + j, i < j, sorted
     kept_node = torch.zeros(n, dtype=torch.bool, device=device)
     if keep_nodes is not None:
-        kept_node[torch.as_tensor(keep_nodes, device=device).long().view(-1)] = True
+        keep = torch.as_tensor(keep_nodes, device=device).long().view(-1)
+        if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= n):
+            raise ValueError(f"`keep_nodes` must lie in [0, {n}); got range [{int(keep.min())}, {int(keep.max())}]")
+        kept_node[keep] = True
 
     # flipped pairs, row-major over the upper triangle: row i holds pairs (i, i+1..n-1)
     row_len = torch.arange(n - 1, -1, -1, dtype=torch.long, device=device)

@@ -43,6 +43,14 @@ def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta:
     return calibrate(eps, d), eps, d
 
 
+def _max_node(edge_index: Any) -> int:
+    """1 + the largest node id of an ``edge_index`` (0 when it has none or is not an edge_index)."""
+    if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided and edge_index.dim() == 2 \
+            and edge_index.numel() and not edge_index.is_floating_point():
+        return int(edge_index.max()) + 1
+    return 0
+
+
 class SeededRelease:
     """Mixin: read the graph, reuse a cached release, charge one event per new release.
 
@@ -62,9 +70,9 @@ class SeededRelease:
     def _read_graph(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[Tensor, int]:
         if edge_index is None:
             raise ValueError("`edge_index` (or a sparse adjacency) is required")
+        if isinstance(x, Tensor) and num_nodes is None and x.dim() >= 1 and x.size(0) > 0:
+            num_nodes = max(x.size(0), _max_node(edge_index))  # the signals' rows count isolated nodes too
         ei, n = adjacency_to_edge_index(edge_index, num_nodes)
-        if isinstance(x, Tensor) and num_nodes is None:
-            n = max(n, x.size(0))
         return simple_undirected(ei, n, symmetrize=self.symmetrize)
 
     def _from_cache(self, edge_index: Tensor, signals: Tensor) -> Optional[Tensor]:
@@ -73,7 +81,7 @@ class SeededRelease:
         c_ei, c_s0, c_out = self._cache
         if (c_ei.shape == edge_index.shape and torch.equal(c_ei, edge_index) and c_s0.shape == signals.shape
                 and torch.equal(c_s0, signals)):
-            return c_out
+            return c_out.clone()  # the caller may modify what it gets
         return None
 
     def _charge(self, seeds: Optional[Tensor], num_columns: int) -> None:
@@ -85,4 +93,4 @@ class SeededRelease:
 
     def _remember(self, edge_index: Tensor, signals: Tensor, out: Tensor) -> None:
         if self.cached:
-            self._cache = (edge_index, signals, out)
+            self._cache = (edge_index, signals, out.clone())

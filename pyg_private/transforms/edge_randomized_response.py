@@ -112,4 +112,5 @@ class EdgeRandomizedResponse(BaseTransform):
 
         eps = math.log(self.q / (1.0 - self.q))
         keep = "" if self.keep_nodes is None else f", keep_nodes={self.keep_nodes.numel()}"
-        return f"{self.__class__.__name__}(epsilon={eps:.4g}, flip_probability={self.flip_probability:.4g}{keep})"
+        target = f"epsilon={eps:.4g}" if self.delta is None else f"epsilon={self.epsilon_arg:g}, delta={self.delta:g}"
+        return f"{self.__class__.__name__}({target}, flip_probability={self.flip_probability:.4g}{keep})"

@@ -25,7 +25,7 @@ __all__ = ["lazy_walk_operator", "seed_matrix", "lazy_ppr"]
 
 
 def lazy_walk_operator(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    """The float64 CSR adjacency and the degree vector of an undirected simple graph.
+    r"""The float64 CSR adjacency and the degree vector of an undirected simple graph.
 
     Returns ``(adj, deg)``: row :math:`i` of ``adj`` holds :math:`i`'s neighbours, so
     ``adj @ (x / deg)`` is :math:`\mathbf{A}\mathbf{D}^{-1}\mathbf{x}` (normalised by the
@@ -48,11 +48,11 @@ def lazy_walk_operator(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tens
 def seed_matrix(seed_index: Any, num_nodes: int, *, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
     """One-hot seed columns ``[N, C]`` (float64) and the validated ``seed_index`` (long ``[C]``)."""
     seeds = torch.as_tensor(seed_index, device=device)
+    if seeds.numel() == 0:
+        raise ValueError("`seed_index` is empty")
     if seeds.is_floating_point() or seeds.dtype == torch.bool:
         raise TypeError(f"`seed_index` must hold integer node ids; got dtype {seeds.dtype}")
     seeds = seeds.long().view(-1)
-    if seeds.numel() == 0:
-        raise ValueError("`seed_index` is empty")
     if int(seeds.min()) < 0 or int(seeds.max()) >= num_nodes:
         raise ValueError(f"`seed_index` must lie in [0, {num_nodes}); got range "
                          f"[{int(seeds.min())}, {int(seeds.max())}]")
@@ -85,9 +85,11 @@ def lazy_ppr(edge_index: Any, num_nodes: Optional[int] = None, *, seed_index: An
         raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
     if int(num_iterations) != num_iterations or num_iterations < 0:
         raise ValueError(f"`num_iterations` must be a non-negative integer; got {num_iterations!r}")
+    if isinstance(x, Tensor) and num_nodes is None and x.dim() >= 1 and x.size(0) > 0:
+        num_nodes = x.size(0)  # the signals' rows count isolated nodes too
+        if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided and edge_index.numel():
+            num_nodes = max(num_nodes, int(edge_index.max()) + 1)
     ei, n = adjacency_to_edge_index(edge_index, num_nodes)
-    if x is not None and num_nodes is None:
-        n = max(n, x.size(0))
     ei, n = simple_undirected(ei, n, symmetrize=symmetrize)
     if (x is None) == (seed_index is None):
         raise ValueError("give exactly one of `x` or `seed_index`")
