@@ -18,6 +18,14 @@ from .mechanism_events import (
 )
 from .opacus_bridge import OpacusAccountant
 from .orders import DEFAULT_ORDERS, check_orders
+from .contractive import (
+    contraction_factor,
+    contractive_epsilon,
+    contractive_mu,
+    contractive_noise_multiplier,
+    edge_sensitivity,
+    node_sensitivity,
+)
 from .push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
 from .pabi import (
     diffusion_distortion,
@@ -71,6 +79,12 @@ __all__ = [
     "randomized_response_rdp",
     "calibrated_truth_probability",
     "push_flow_sensitivity",
+    "contraction_factor",
+    "edge_sensitivity",
+    "node_sensitivity",
+    "contractive_mu",
+    "contractive_epsilon",
+    "contractive_noise_multiplier",
     "push_flow_rdp",
     "push_flow_noise_scale",
     "truth_probability",

@@ -1,6 +1,7 @@
 """Differentially private message-passing layers and the private PPR baselines."""
+from .contractive_graph_layer import ContractiveGraphLayer
 from .dp_push_flow_cap import DPPushFlowCap
 from .edge_flipping_ppr import EdgeFlippingPPR
 from .noisy_ppr_diffusion import NoisyPPRDiffusion
 
-__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR"]
+__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer"]

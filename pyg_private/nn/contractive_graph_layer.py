@@ -1,0 +1,269 @@
+r"""The contractive graph layer of CARIBOU: K perturbed hops with a convergent privacy bound."""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal, Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.nn import MessagePassing
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.utils import scatter, spmm
+
+from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, charge, gdp_event
+from ..accounting.contractive import (
+    contraction_factor,
+    contractive_mu,
+    contractive_noise_multiplier,
+    edge_sensitivity,
+    node_sensitivity,
+)
+from ..accounting.validation import check_delta, check_epsilon, check_non_negative, check_positive, check_positive_int
+from ..utils import adjacency_to_edge_index, simple_undirected
+
+__all__ = ["ContractiveGraphLayer"]
+
+Level = Literal["edge", "node"]
+Accounting = Literal["convergent", "linear"]
+
+
+class ContractiveGraphLayer(MessagePassing):
+    r"""Perturbed contractive message passing (PCMP) of CARIBOU, from
+    `"Convergent Privacy Framework with Contractive GNN Layers for Multi-hop
+    Aggregations" <https://arxiv.org/abs/2506.22727>`_ (Zheng et al. 2025), Eq. 4 and
+    Algorithm 1 as corrected in ``specs/caribou.md`` §3:
+
+    .. math::
+        \mathbf{X}^{(k+1)} = \Pi\Big(C_L\big(\alpha_1 \hat{\mathbf{A}} \mathbf{X}^{(k)}
+            + (1 - \alpha_1)\,\mathrm{Mean}(\mathbf{X}^{(k)})\big) + \beta\,\mathbf{X}^{(0)}
+            + \mathbf{Z}^{(k)}\Big), \qquad k = 0, \dots, K-1,
+
+    with :math:`\hat{\mathbf{A}} = \mathbf{D}^{-1/2}(\mathbf{A} + \mathbf{I})\mathbf{D}^{-1/2}`,
+    the **global** node mean (per graph with ``batch``), fresh Gaussian noise
+    :math:`\mathbf{Z}^{(k)} \sim \mathcal{N}(0, (\sigma\Delta)^2)` on every entry and
+    :math:`\Pi` the projection of every row onto the unit ball (a clip, not a
+    normalisation). :math:`\mathbf{X}^{(0)}` is clipped into the ball first. Only
+    :math:`\mathbf{X}^{(K)}` is returned (detached); no intermediate hop leaves the layer.
+
+    **Privacy.** :math:`\Delta` is the sensitivity of one hop at the layer's ``level``:
+    Eq. 6 (edge; proven safe, including the neighbour rows the paper's proof omits) or a
+    corrected Eq. 8 (node; the paper's Eq. 8 is broken even at :math:`\beta = 0`, see
+    :func:`pyg_private.accounting.node_sensitivity`), computed from **public bounds you
+    declare** (``min_degree``; at node level also ``max_degree``, enforced e.g. by degree
+    bounding, and ``num_nodes``, a **lower** bound on the number of nodes because the mean
+    term shrinks as the graph grows).
+    They must hold for every graph you might run on, and for the graph *without* the
+    changed edge: never plug in the minimum degree of the private graph itself (spec
+    §4.7, which shows the bound failing then). ``min_degree=0`` (isolated nodes possible)
+    uses a conservative fallback. With contraction :math:`C_L < 1` the K hops are
+    :math:`\mu`-GDP with :math:`\mu = \sqrt{\rho_K(C_L)}/\sigma` (Theorem 6 / Cor. 10,
+    :math:`\rho_K \le K`, bounded as :math:`K \to \infty`); each forward registers that one
+    event on unit ``level`` before any noise is drawn. ``accounting="linear"`` records the
+    K-fold composition :math:`\mu = \sqrt{K}/\sigma` instead, to show the saving. The
+    guarantee covers one run: every new forward composes, except cached ones.
+
+    Give ``noise_multiplier`` :math:`\sigma` (noise std :math:`\sigma\Delta`) or
+    ``epsilon`` and ``delta`` (calibrated through the exact GDP conversion; the
+    multiplier is ``layer.noise_multiplier``).
+
+    Node-level privacy also needs the encoder that produced ``x`` and any head trained on
+    the output to be private (DP-SGD, registered in the same accountant); the layer only
+    accounts for its own release.
+
+    Args:
+        K (int): number of hops. (default: :obj:`1`)
+        contraction (float): :math:`C_L \in [0, 1)`.
+        alpha1 (float): weight of the graph term :math:`\alpha_1 \in [0, 1]`
+            (:math:`\alpha_2 = 1 - \alpha_1` weights the mean). (default: :obj:`1.0`)
+        beta (float): weight :math:`\beta \ge 0` of the initial residual. (default: :obj:`0.0`)
+        level (str): ``"edge"`` or ``"node"``. (default: ``"edge"``)
+        min_degree (int): public lower bound on every node's degree.
+        max_degree (int, optional): public upper bound on a node's degree (node level).
+        num_nodes (int, optional): public **lower** bound on the number of nodes (node level).
+        noise_multiplier (float, optional): :math:`\sigma`.
+        epsilon, delta (float, optional): target instead of ``noise_multiplier``.
+        accounting (str): ``"convergent"`` or ``"linear"``. (default: ``"convergent"``)
+        accountant (PrivacyAccountant, optional): charged at every new release.
+        cached (bool): reuse the release for the same graph and inputs (the paper's
+            setting: the aggregation is computed once). (default: :obj:`False`)
+        symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
+        generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index``
+          :math:`(2, |\mathcal{E}|)` (or ``SparseTensor`` / ``torch.sparse``), optional
+          ``x0`` :math:`(|\mathcal{V}|, F)` and ``batch`` :math:`(|\mathcal{V}|)`
+        - **output:** :math:`(|\mathcal{V}|, F)`
+    """
+
+    def __init__(self, K: int = 1, contraction: float = 0.9, alpha1: float = 1.0, beta: float = 0.0, *,
+                 level: Level = "edge", min_degree: Optional[int] = None, max_degree: Optional[int] = None,
+                 num_nodes: Optional[int] = None, noise_multiplier: Optional[float] = None,
+                 epsilon: Optional[float] = None, delta: Optional[float] = None,
+                 accounting: Accounting = "convergent", accountant: Optional[PrivacyAccountant] = None,
+                 cached: bool = False, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
+                 name: str = "contractive_graph_layer") -> None:
+        super().__init__(aggr="add", flow="source_to_target")
+        self.K = check_positive_int(K, "K")
+        self.contraction = check_non_negative(contraction, "contraction")
+        if not self.contraction < 1.0:
+            raise ValueError(f"`contraction` (C_L) must lie in [0, 1); got {contraction!r}")
+        self.alpha1 = check_non_negative(alpha1, "alpha1")
+        if self.alpha1 > 1.0:
+            raise ValueError(f"`alpha1` must lie in [0, 1]; got {alpha1!r}")
+        self.beta = check_non_negative(beta, "beta")
+        if level not in ("edge", "node"):
+            raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
+        self.level = level
+        if accounting not in ("convergent", "linear"):
+            raise ValueError(f"`accounting` must be 'convergent' or 'linear'; got {accounting!r}")
+        self.accounting = accounting
+        if min_degree is None:
+            raise ValueError("`min_degree` is required: a public lower bound on every node's degree (0 if isolated "
+                             "nodes are possible); it must not be read off the private graph")
+        self.min_degree = int(min_degree)
+        self.max_degree, self.num_nodes = max_degree, num_nodes
+        if level == "edge":
+            self.sensitivity = edge_sensitivity(contraction=self.contraction, alpha1=self.alpha1,
+                                                min_degree=self.min_degree)
+        else:
+            if max_degree is None or num_nodes is None:
+                raise ValueError("node level needs the public bounds `max_degree` and `num_nodes`")
+            self.sensitivity = node_sensitivity(contraction=self.contraction, alpha1=self.alpha1,
+                                                alpha2=1.0 - self.alpha1, beta=self.beta,
+                                                min_degree=self.min_degree, max_degree=int(max_degree),
+                                                num_nodes=int(num_nodes))
+        if (noise_multiplier is None) == (epsilon is None):
+            raise ValueError("give exactly one of `noise_multiplier` or `epsilon` (with `delta`)")
+        if noise_multiplier is not None:
+            if delta is not None:
+                raise ValueError("`delta` is only used with `epsilon`")
+            self.noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
+            self.epsilon, self.delta = None, None
+        else:
+            if delta is None:
+                raise ValueError("`delta` is required with `epsilon` (e.g. below 1 / number of edges)")
+            self.epsilon, self.delta = check_epsilon(epsilon), check_delta(delta)
+            self.noise_multiplier = contractive_noise_multiplier(
+                epsilon=self.epsilon, delta=self.delta, num_hops=self.K, contraction=self.contraction,
+                accounting=self.accounting)
+        self.accountant = accountant
+        self.cached = cached
+        self.symmetrize = symmetrize
+        self.generator = generator
+        self.name = name
+        self._cache: Optional[tuple[Tensor, ...]] = None
+
+    def reset_parameters(self) -> None:
+        """Clear the cached release (the layer has no learnable parameters)."""
+        super().reset_parameters()
+        self._cache = None
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the Gaussian noise of every hop, :math:`\\sigma\\Delta`."""
+        return self.noise_multiplier * self.sensitivity
+
+    @property
+    def mu(self) -> float:
+        """GDP :math:`\\mu` of one forward under the layer's accounting."""
+        return contractive_mu(noise_multiplier=self.noise_multiplier, num_hops=self.K, contraction=self.contraction,
+                              accounting=self.accounting)
+
+    def event(self) -> PrivacyEvent:
+        """The event one new release registers."""
+        return gdp_event(
+            unit=Unit(self.level), mu=self.mu, name=self.name,
+            mechanism="contractive_graph_layer" if self.accounting == "convergent" else "contractive_graph_layer_linear",
+            params={"K": self.K, "contraction": self.contraction, "alpha1": self.alpha1, "beta": self.beta,
+                    "sensitivity": self.sensitivity, "noise_multiplier": self.noise_multiplier,
+                    "rho_K": contraction_factor(self.K, self.contraction), "min_degree": self.min_degree,
+                    "max_degree": self.max_degree, "num_nodes": self.num_nodes, "accounting": self.accounting},
+        )
+
+    def forward(self, x: Tensor, edge_index: Any, x0: Optional[Tensor] = None,
+                batch: Optional[Tensor] = None) -> Tensor:
+        """Run the K perturbed hops and return :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
+        if not isinstance(x, Tensor) or x.dim() != 2:
+            raise ValueError("`x` must be a node feature matrix of shape [N, F]")
+        if not torch.isfinite(x).all():
+            raise ValueError("`x` contains NaN or infinite values")
+        n = x.size(0)
+        x0 = x if x0 is None else x0
+        if not isinstance(x0, Tensor) or x0.shape != x.shape:
+            raise ValueError(f"`x0` must have the shape of `x`, {tuple(x.shape)}")
+        if not torch.isfinite(x0).all():
+            raise ValueError("`x0` contains NaN or infinite values")
+        if batch is not None and (batch.dim() != 1 or batch.numel() != n):
+            raise ValueError(f"`batch` must have shape [{n}]")
+        ei, n = adjacency_to_edge_index(edge_index, n)
+        if n != x.size(0):
+            raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
+        ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
+        out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+
+        if self.cached and self._cache is not None:
+            c_ei, c_x, c_x0, c_batch, c_out = self._cache
+            if (torch.equal(c_ei, ei) if c_ei.shape == ei.shape else False) and torch.equal(c_x, x) \
+                    and torch.equal(c_x0, x0) and _same(c_batch, batch):
+                return c_out.clone().to(out_dtype)
+
+        charge(self.accountant, self.event(), self)  # before any noise is drawn
+        out = self._perturbed_hops(ei, x.detach().to(torch.float64), x0.detach().to(torch.float64), batch)
+        if self.cached:
+            self._cache = (ei, x.detach().clone(), x0.detach().clone(), None if batch is None else batch.clone(),
+                           out.clone())
+        return out.to(out_dtype)
+
+    @torch.no_grad()
+    def _perturbed_hops(self, edge_index: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor]) -> Tensor:
+        n = x.size(0)
+        ei, weight = gcn_norm(edge_index, None, n, improved=False, add_self_loops=True, dtype=torch.float64)
+        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            adj = torch.sparse_coo_tensor(ei.flip(0), weight, (n, n), check_invariants=False).coalesce()
+            adj = adj.to_sparse_csr()
+        x0 = _clip_rows(x0)
+        residual = self.beta * x0
+        std = self.noise_std
+        h = _clip_rows(x)  # the chain starts inside the ball
+        for _ in range(self.K):
+            agg = self.propagate(adj, x=h) if self.alpha1 > 0 else torch.zeros_like(h)
+            if self.alpha1 < 1.0:
+                agg = self.alpha1 * agg + (1.0 - self.alpha1) * _node_mean(h, batch)
+            h = self.contraction * agg + residual
+            if std > 0:
+                h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
+            h = _clip_rows(h)
+        return h
+
+    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
+        return x_j
+
+    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        return spmm(adj_t, x, reduce="sum")
+
+    def __repr__(self) -> str:
+        target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
+        return (f"{self.__class__.__name__}(K={self.K}, contraction={self.contraction:g}, alpha1={self.alpha1:g}, "
+                f"beta={self.beta:g}, level={self.level!r}, noise_multiplier={self.noise_multiplier:.6g}{target}, "
+                f"accounting={self.accounting!r}, cached={self.cached})")
+
+
+def _clip_rows(x: Tensor) -> Tensor:
+    """Project every row onto the unit L2 ball."""
+    norm = x.norm(dim=-1, keepdim=True)
+    return x / norm.clamp_min(1.0)
+
+
+def _node_mean(x: Tensor, batch: Optional[Tensor]) -> Tensor:
+    """The mean node embedding (of each graph with ``batch``), broadcast back to every node."""
+    if batch is None:
+        return x.mean(dim=0, keepdim=True).expand_as(x)
+    return scatter(x, batch, dim=0, reduce="mean")[batch]
+
+
+def _same(a: Optional[Tensor], b: Optional[Tensor]) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and torch.equal(a, b)
