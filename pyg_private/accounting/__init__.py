@@ -34,7 +34,12 @@ from .pabi import (
     lazy_ppr_rdp,
     noisy_diffusion_rdp,
 )
-from .randomized_response import calibrated_truth_probability, randomized_response_rdp, truth_probability
+from .randomized_response import (
+    calibrated_truth_probability,
+    randomized_response_rdp,
+    resolve_truth_probability,
+    truth_probability,
+)
 from .report import AccountantReport
 from .subsampled_gaussian import subsampled_gaussian_rdp
 from .tracking import charge
@@ -78,6 +83,7 @@ __all__ = [
     "diffusion_distortion",
     "randomized_response_rdp",
     "calibrated_truth_probability",
+    "resolve_truth_probability",
     "push_flow_sensitivity",
     "contraction_factor",
     "edge_sensitivity",

@@ -21,7 +21,8 @@ import numpy as np
 
 from .validation import check_epsilon, check_probability
 
-__all__ = ["randomized_response_rdp", "truth_probability", "calibrated_truth_probability"]
+__all__ = ["randomized_response_rdp", "truth_probability", "calibrated_truth_probability",
+           "resolve_truth_probability"]
 
 
 def truth_probability(*, epsilon: float | None = None, flip_probability: float | None = None) -> float:
@@ -92,3 +93,16 @@ def calibrated_truth_probability(*, epsilon: float, delta: float, orders: "tuple
     pure_p = 2.0 * (1.0 - pure_q)
     flip = calibrate_noise(eps_of_flip, eps, min_scale=pure_p * 1e-6, max_scale=min(1.0, 2.0 * pure_p))
     return 1.0 - flip / 2.0
+
+
+def resolve_truth_probability(*, epsilon: float | None = None, delta: float | None = None,
+                              flip_probability: float | None = None) -> float:
+    """:math:`q` from ``epsilon`` (pure), ``epsilon`` with ``delta`` (calibrated on the RR
+    curve at ``delta``) or ``flip_probability``: the argument rule of the RR-based modules."""
+    if delta is not None:
+        if epsilon is None:
+            raise ValueError("`delta` is only used with `epsilon`")
+        if flip_probability is not None:
+            raise ValueError("give exactly one of `epsilon` or `flip_probability`")
+        return calibrated_truth_probability(epsilon=epsilon, delta=delta)
+    return truth_probability(epsilon=epsilon, flip_probability=flip_probability)

@@ -9,6 +9,7 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.lazy_ppr import seed_matrix
 
 __all__ = ["check_restart", "resolve_noise", "SeededRelease"]
 
@@ -74,6 +75,18 @@ class SeededRelease:
             num_nodes = max(x.size(0), _max_node(edge_index))  # the signals' rows count isolated nodes too
         ei, n = adjacency_to_edge_index(edge_index, num_nodes)
         return simple_undirected(ei, n, symmetrize=self.symmetrize)
+
+    def _seeds_only(self, x: Any, edge_index: Any, seed_index: Any,
+                    num_nodes: Optional[int]) -> tuple[Tensor, int, Tensor, Tensor]:
+        """``(edge_index, num_nodes, one-hot seeds [N, C], seed_index)`` for modules whose
+        bound holds for one-hot seeds only."""
+        if x is not None:
+            raise ValueError(f"{type(self).__name__} diffuses one-hot seeds only: pass `seed_index`, not `x`")
+        if seed_index is None:
+            raise ValueError("`seed_index` is required")
+        ei, n = self._read_graph(edge_index, num_nodes)
+        s0, seeds = seed_matrix(seed_index, n, device=ei.device)
+        return ei, n, s0, seeds
 
     def _from_cache(self, edge_index: Tensor, signals: Tensor) -> Optional[Tensor]:
         if not self.cached or self._cache is None:

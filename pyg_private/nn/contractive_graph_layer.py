@@ -18,8 +18,9 @@ from ..accounting.contractive import (
     edge_sensitivity,
     node_sensitivity,
 )
-from ..accounting.validation import check_delta, check_epsilon, check_non_negative, check_positive, check_positive_int
+from ..accounting.validation import check_non_negative, check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ._ppr_release import resolve_noise
 
 __all__ = ["ContractiveGraphLayer"]
 
@@ -133,20 +134,12 @@ class ContractiveGraphLayer(MessagePassing):
                                                 alpha2=1.0 - self.alpha1, beta=self.beta,
                                                 min_degree=self.min_degree, max_degree=int(max_degree),
                                                 num_nodes=int(num_nodes))
-        if (noise_multiplier is None) == (epsilon is None):
-            raise ValueError("give exactly one of `noise_multiplier` or `epsilon` (with `delta`)")
-        if noise_multiplier is not None:
-            if delta is not None:
-                raise ValueError("`delta` is only used with `epsilon`")
-            self.noise_multiplier = check_positive(noise_multiplier, "noise_multiplier")
-            self.epsilon, self.delta = None, None
-        else:
-            if delta is None:
-                raise ValueError("`delta` is required with `epsilon` (e.g. below 1 / number of edges)")
-            self.epsilon, self.delta = check_epsilon(epsilon), check_delta(delta)
-            self.noise_multiplier = contractive_noise_multiplier(
-                epsilon=self.epsilon, delta=self.delta, num_hops=self.K, contraction=self.contraction,
-                accounting=self.accounting)
+        self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
+            noise_multiplier, epsilon, delta,
+            lambda eps, d: contractive_noise_multiplier(epsilon=eps, delta=d, num_hops=self.K,
+                                                        contraction=self.contraction, accounting=self.accounting),
+            scale_name="noise_multiplier",
+        )
         self.accountant = accountant
         self.cached = cached
         self.symmetrize = symmetrize

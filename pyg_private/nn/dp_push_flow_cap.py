@@ -10,7 +10,6 @@ from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_ev
 from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
 from ..accounting.validation import check_positive, check_positive_int
 from ..mechanisms._noise import laplace_noise
-from ..utils.lazy_ppr import seed_matrix
 from ..utils.push_flow import push_flow_cap_ppr
 from ._ppr_release import SeededRelease, check_restart, resolve_noise
 
@@ -106,12 +105,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         ``x`` exists for a signature shared with :class:`NoisyPPRDiffusion`; the
         sensitivity bound is for one-hot seeds, so it must be ``None``.
         """
-        if x is not None:
-            raise ValueError("DPPushFlowCap diffuses one-hot seeds only: pass `seed_index`, not `x`")
-        if seed_index is None:
-            raise ValueError("`seed_index` is required")
-        ei, n = self._read_graph(edge_index, num_nodes)
-        s0, seeds = seed_matrix(seed_index, n, device=ei.device)
+        ei, n, s0, seeds = self._seeds_only(x, edge_index, seed_index, num_nodes)
         cached = self._from_cache(ei, s0)
         if cached is not None:
             return cached.to(torch.get_default_dtype())

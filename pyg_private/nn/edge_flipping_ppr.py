@@ -9,13 +9,11 @@ from torch import Tensor
 from ..accounting import (
     PrivacyAccountant,
     PrivacyEvent,
-    calibrated_truth_probability,
     randomized_response_event,
-    truth_probability,
+    resolve_truth_probability,
 )
 from ..accounting.validation import check_positive_int
 from ..mechanisms.edge_flipping import flip_edges
-from ..utils.lazy_ppr import seed_matrix
 from ..utils.seed_restored_ppr import lazy_ppr_restoring_seed_edges
 from ._ppr_release import SeededRelease, check_restart
 
@@ -74,12 +72,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         super().__init__()
         self.alpha = check_restart(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
-        if delta is not None:
-            if epsilon is None:
-                raise ValueError("`delta` is only used with `epsilon`")
-            self.q = calibrated_truth_probability(epsilon=epsilon, delta=delta)
-        else:
-            self.q = truth_probability(epsilon=epsilon, flip_probability=flip_probability)
+        self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
         self.epsilon, self.delta = epsilon, delta
         self.personalized = bool(personalized)
         self.accountant = accountant
@@ -110,12 +103,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
     def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """PPR columns ``[N, C]`` of the seeds on the randomised graph (default dtype)."""
-        if x is not None:
-            raise ValueError("EdgeFlippingPPR diffuses one-hot seeds: pass `seed_index`, not `x`")
-        if seed_index is None:
-            raise ValueError("`seed_index` is required")
-        ei, n = self._read_graph(edge_index, num_nodes)
-        s0, seeds = seed_matrix(seed_index, n, device=ei.device)
+        ei, n, s0, seeds = self._seeds_only(x, edge_index, seed_index, num_nodes)
         cached = self._from_cache(ei, s0)
         if cached is not None:
             return cached.to(torch.get_default_dtype())

@@ -11,10 +11,9 @@ from torch_geometric.transforms import BaseTransform
 from ..accounting import (
     PrivacyAccountant,
     PrivacyEvent,
-    calibrated_truth_probability,
     charge,
     randomized_response_event,
-    truth_probability,
+    resolve_truth_probability,
 )
 from ..mechanisms.edge_flipping import flip_edges
 from ..utils import simple_undirected
@@ -63,15 +62,10 @@ class EdgeRandomizedResponse(BaseTransform):
     """
 
     def __init__(self, epsilon: Optional[float] = None, flip_probability: Optional[float] = None, *,
-                 delta: Optional[float] = None, keep_nodes: Any = None, accountant: Optional[PrivacyAccountant] = None, symmetrize: bool = False,
-                 allow_repeat: bool = False, generator: Optional[torch.Generator] = None,
+                 delta: Optional[float] = None, keep_nodes: Any = None,
+                 accountant: Optional[PrivacyAccountant] = None, symmetrize: bool = False, allow_repeat: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "edge_randomized_response") -> None:
-        if delta is not None:
-            if epsilon is None:
-                raise ValueError("`delta` is only used with `epsilon`")
-            self.q = calibrated_truth_probability(epsilon=epsilon, delta=delta)
-        else:
-            self.q = truth_probability(epsilon=epsilon, flip_probability=flip_probability)
+        self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
         self.epsilon_arg, self.delta = epsilon, delta
         self.flip_probability = 2.0 * (1.0 - self.q)
         self.keep_nodes = None if keep_nodes is None else torch.as_tensor(keep_nodes).long().view(-1)

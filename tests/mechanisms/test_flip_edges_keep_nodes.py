@@ -28,15 +28,6 @@ N = 30
 KEEP = [0, 7, 7, 29]  # a duplicate on purpose
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # these graphs are tiny: with torch's default thread pool, a loaded 2-core machine
-    # stalls every small sparse product by a scheduler quantum (~8 ms); one thread is fast
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _truth(seed=0, n=N, p=0.3):
     torch.manual_seed(seed)

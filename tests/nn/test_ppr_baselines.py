@@ -25,15 +25,6 @@ NO_NOISE = dict(noise_scale=1e-300)
 NO_FLIP = dict(flip_probability=1e-12)  # q = 1 - 5e-13: no pair flips in practice
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # these graphs are tiny: with torch's default thread pool, a loaded 2-core machine
-    # stalls every small sparse product by a scheduler quantum (~8 ms); one thread is fast
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(autouse=True)
 def _quiet():

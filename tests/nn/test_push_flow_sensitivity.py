@@ -244,13 +244,7 @@ def test_torch_push_flow_matches_reference():
         pytest.skip("pyg_private.utils.push_flow not available yet")
     import torch
 
-    # Tiny graphs: torch's intra-op thread pool only adds overhead (tens of ms per sparse matmul on a loaded box).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        _compare_torch_push_flow(push_flow_cap_ppr, torch)
-    finally:
-        torch.set_num_threads(threads)
+    _compare_torch_push_flow(push_flow_cap_ppr, torch)  # tests/conftest.py pins one torch thread
 
 
 def _compare_torch_push_flow(push_flow_cap_ppr, torch):

@@ -20,15 +20,6 @@ from torch_geometric.utils import erdos_renyi_graph, to_undirected
 from pyg_private.utils import lazy_ppr, lazy_walk_operator, push_flow_cap_ppr, seed_matrix, simple_undirected
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # these graphs are tiny: with torch's default thread pool, a loaded 2-core machine
-    # stalls every small sparse product by a scheduler quantum (~8 ms); one thread is fast
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _graph(n, p, seed, isolated=0):
     """An Erdos-Renyi graph on n nodes plus `isolated` extra nodes without edges."""

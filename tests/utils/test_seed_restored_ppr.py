@@ -13,15 +13,6 @@ from pyg_private.mechanisms import flip_edges
 from pyg_private.utils import lazy_ppr, lazy_ppr_restoring_seed_edges, simple_undirected
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # these graphs are tiny: with torch's default thread pool, a loaded 2-core machine
-    # stalls every small sparse product by a scheduler quantum (~8 ms); one thread is fast
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _restored_graph(released, truth, v):
     """Released edges not incident to v, plus v's true edges (both directions)."""
