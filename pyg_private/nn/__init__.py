@@ -2,6 +2,7 @@
 from .contractive_graph_layer import ContractiveGraphLayer
 from .dp_push_flow_cap import DPPushFlowCap
 from .edge_flipping_ppr import EdgeFlippingPPR
+from .gap_aggregation import GAPAggregation
 from .noisy_ppr_diffusion import NoisyPPRDiffusion
 
-__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer"]
+__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer", "GAPAggregation"]

@@ -1,0 +1,139 @@
+r"""GAP's aggregation perturbation module: the multi-hop baseline CARIBOU is compared with."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import spmm
+
+from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
+from ..accounting.validation import check_positive_int
+from ..utils import adjacency_to_edge_index, simple_undirected
+from ._ppr_release import resolve_noise
+
+__all__ = ["GAPAggregation"]
+
+EDGE_SENSITIVITY = math.sqrt(2.0)  # one undirected edge adds x_v to row u and x_u to row v, unit rows
+
+
+class GAPAggregation(MessagePassing):
+    r"""Edge-level private multi-hop aggregation of GAP, from `"GAP: Differentially Private
+    Graph Neural Networks with Aggregation Perturbation"
+    <https://arxiv.org/abs/2203.00949>`_ (Sajadmanesh et al., USENIX Security 2023), the
+    baseline of CARIBOU (``specs/caribou.md`` §6):
+
+    .. math::
+        \mathbf{X}^{(k)} = \mathrm{normalize}\big(\mathbf{A}\mathbf{X}^{(k-1)} + \mathbf{Z}^{(k)}\big),
+        \qquad \mathbf{Z}^{(k)} \sim \mathcal{N}(0, (\sigma\Delta)^2), \qquad k = 1, \dots, K,
+
+    with sum aggregation over the neighbours, :math:`\mathbf{X}^{(0)}` normalised to unit
+    rows and every row of every hop renormalised. **All hops are released**:
+    the output is :math:`[\mathbf{X}^{(0)} \,\|\, \mathbf{X}^{(1)} \,\|\, \cdots \,\|\, \mathbf{X}^{(K)}]`.
+
+    **Privacy.** With unit rows, adding or removing one undirected edge changes rows
+    :math:`u` and :math:`v` of :math:`\mathbf{A}\mathbf{X}` by one unit vector each, so
+    :math:`\Delta = \sqrt2` (GAP's sensitivity 1 counts one direction only). Each hop is a
+    Gaussian mechanism on already released data, so the K hops compose linearly:
+    one forward registers one :math:`\mu = \sqrt{K}/\sigma`-GDP event on unit ``"edge"``
+    (the renormalisation is post-processing). Give ``noise_multiplier`` :math:`\sigma` or
+    ``epsilon``/``delta`` (exact GDP calibration; ``layer.noise_multiplier``).
+
+    Args:
+        K (int): number of hops. (default: :obj:`1`)
+        noise_multiplier (float, optional): :math:`\sigma` (noise std :math:`\sigma\Delta`).
+        epsilon, delta (float, optional): target instead of ``noise_multiplier``.
+        accountant (PrivacyAccountant, optional): charged at every new release.
+        cached (bool): reuse the release for the same graph and features. (default: :obj:`False`)
+        symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
+        generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
+        - **output:** :math:`(|\mathcal{V}|, (K + 1) F)`
+    """
+
+    def __init__(self, K: int = 1, *, noise_multiplier: Optional[float] = None, epsilon: Optional[float] = None,
+                 delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
+                 symmetrize: bool = False, generator: Optional[torch.Generator] = None,
+                 name: str = "gap_aggregation") -> None:
+        super().__init__(aggr="add", flow="source_to_target")
+        self.K = check_positive_int(K, "K")
+        self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
+            noise_multiplier, epsilon, delta, lambda eps, d: math.sqrt(self.K) / gdp_mu(epsilon=eps, delta=d),
+            scale_name="noise_multiplier")
+        self.sensitivity = EDGE_SENSITIVITY
+        self.accountant = accountant
+        self.cached = cached
+        self.symmetrize = symmetrize
+        self.generator = generator
+        self.name = name
+        self._cache: Optional[tuple[Tensor, Tensor, Tensor]] = None
+
+    def reset_parameters(self) -> None:
+        """Clear the cached release (the module has no learnable parameters)."""
+        super().reset_parameters()
+        self._cache = None
+
+    @property
+    def mu(self) -> float:
+        """GDP :math:`\\mu` of one forward: K linearly composed hops."""
+        return math.sqrt(self.K) / self.noise_multiplier
+
+    def event(self) -> PrivacyEvent:
+        """The event one new release registers."""
+        return gdp_event(unit="edge", mu=self.mu, name=self.name, mechanism="gap_aggregation",
+                         params={"K": self.K, "noise_multiplier": self.noise_multiplier,
+                                 "sensitivity": self.sensitivity})
+
+    def forward(self, x: Tensor, edge_index: Any) -> Tensor:
+        """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype)."""
+        if not isinstance(x, Tensor) or x.dim() != 2:
+            raise ValueError("`x` must be a node feature matrix of shape [N, F]")
+        if not torch.isfinite(x).all():
+            raise ValueError("`x` contains NaN or infinite values")
+        ei, n = adjacency_to_edge_index(edge_index, x.size(0))
+        if n != x.size(0):
+            raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
+        ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
+        out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        if self.cached and self._cache is not None:
+            c_ei, c_x, c_out = self._cache
+            if c_ei.shape == ei.shape and torch.equal(c_ei, ei) and c_x.shape == x.shape and torch.equal(c_x, x):
+                return c_out.clone().to(out_dtype)
+        charge(self.accountant, self.event(), self)  # before any noise is drawn
+        out = self._hops(ei, x.detach().to(torch.float64))
+        if self.cached:
+            self._cache = (ei, x.detach().clone(), out.clone())
+        return out.to(out_dtype)
+
+    @torch.no_grad()
+    def _hops(self, edge_index: Tensor, x: Tensor) -> Tensor:
+        n = x.size(0)
+        ones = torch.ones(edge_index.size(1), dtype=torch.float64, device=x.device)
+        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            adj = torch.sparse_coo_tensor(edge_index.flip(0), ones, (n, n), check_invariants=False).coalesce()
+            adj = adj.to_sparse_csr()
+        std = self.noise_multiplier * self.sensitivity
+        hops = [F.normalize(x, dim=-1)]
+        for _ in range(self.K):
+            h = self.propagate(adj, x=hops[-1])
+            h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
+            hops.append(F.normalize(h, dim=-1))
+        return torch.cat(hops, dim=-1)
+
+    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
+        return x_j
+
+    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        return spmm(adj_t, x, reduce="sum")
+
+    def __repr__(self) -> str:
+        target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
+        return (f"{self.__class__.__name__}(K={self.K}, noise_multiplier={self.noise_multiplier:.6g}{target}, "
+                f"cached={self.cached})")

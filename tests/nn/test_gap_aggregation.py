@@ -1,0 +1,97 @@
+"""GAPAggregation: the GAP multi-hop baseline, its linear accounting and its edge sensitivity."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.utils import erdos_renyi_graph, to_undirected
+
+from pyg_private import PrivacyAccountant, PrivacyBudgetExceeded
+from pyg_private.accounting import UntrackedPrivacyWarning, gdp_epsilon
+from pyg_private.nn import GAPAggregation
+
+TINY = 1e-12
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrackedPrivacyWarning)
+        yield
+
+
+def ring(n):
+    i = torch.arange(n)
+    return to_undirected(torch.stack([i, (i + 1) % n]), num_nodes=n)
+
+
+def test_noise_free_hops_are_normalised_sums_concatenated():
+    torch.manual_seed(0)
+    ei = erdos_renyi_graph(20, 0.3)
+    x = torch.randn(20, 3, dtype=torch.float64)
+    out = GAPAggregation(3, noise_multiplier=TINY)(x, ei)
+    a = np.zeros((20, 20))
+    a[ei[0].numpy(), ei[1].numpy()] = 1.0
+    unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # noqa: E731
+    hops = [unit(x.numpy())]
+    for _ in range(3):
+        hops.append(unit(a @ hops[-1]))
+    assert out.shape == (20, 12)
+    assert np.allclose(out.numpy(), np.concatenate(hops, axis=1), atol=1e-9)
+
+
+def test_one_linear_gdp_event_and_exact_calibration():
+    acct = PrivacyAccountant()
+    layer = GAPAggregation(10, epsilon=1.0, delta=1e-5, accountant=acct)
+    assert layer.noise_multiplier == pytest.approx(11.797, abs=1e-3)  # spec §4.5: linear, GDP, K = 10
+    layer(torch.rand(8, 2), ring(8))
+    (event,) = acct.events_of("edge")
+    assert event.mu == pytest.approx(math.sqrt(10) / layer.noise_multiplier, rel=1e-12)
+    eps = acct.epsilon("edge", 1e-5)
+    assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-6)
+    layer(torch.rand(8, 2), ring(8))
+    assert acct.epsilon("edge", 1e-5) == pytest.approx(gdp_epsilon(mu=math.sqrt(2) * event.mu, delta=1e-5))
+
+
+def test_one_hop_edge_sensitivity_is_sqrt_two_and_attained():
+    # unit rows; G and G + e differ by x_v in row u and x_u in row v before the noise
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(40):
+        n = int(rng.integers(4, 10))
+        ei = erdos_renyi_graph(n, 0.4)
+        row, col = ei[:, ei[0] < ei[1]]
+        if row.numel() == 0:
+            continue
+        k = int(rng.integers(row.numel()))
+        u, v = int(row[k]), int(col[k])
+        keep = ~(((ei[0] == u) & (ei[1] == v)) | ((ei[0] == v) & (ei[1] == u)))
+        x = torch.tensor(rng.normal(size=(n, 3)), dtype=torch.float64)
+        x = x / x.norm(dim=1, keepdim=True)
+        a = torch.zeros(n, n, dtype=torch.float64)
+        a[ei[0], ei[1]] = 1.0
+        b = torch.zeros(n, n, dtype=torch.float64)
+        b[ei[0][keep], ei[1][keep]] = 1.0
+        worst = max(worst, ((a - b) @ x).norm().item() / GAPAggregation(1, noise_multiplier=1.0).sensitivity)
+    assert worst == pytest.approx(1.0, abs=1e-12)  # ||x_v||^2 + ||x_u||^2 = 2: sqrt(2) exactly
+
+
+def test_budget_before_noise_cache_and_validation():
+    gen = torch.Generator().manual_seed(0)
+    acct = PrivacyAccountant(budget={"edge": (1.0, 1e-5)})
+    layer = GAPAggregation(2, epsilon=0.9, delta=1e-5, accountant=acct, generator=gen, cached=True)
+    x, ei = torch.rand(6, 2), ring(6)
+    first = layer(x, ei)
+    assert torch.equal(layer(x, ei), first) and len(acct.events_of("edge")) == 1
+    state = gen.get_state()
+    with pytest.raises(PrivacyBudgetExceeded):
+        layer(x + 1, ei)
+    assert torch.equal(gen.get_state(), state)
+    with pytest.raises(ValueError, match="exactly one"):
+        GAPAggregation(2)
+    with pytest.raises(ValueError, match="directed"):
+        GAPAggregation(2, noise_multiplier=1.0)(torch.rand(3, 2), torch.tensor([[0, 1], [1, 2]]))
+    with pytest.raises(ValueError, match="NaN"):
+        GAPAggregation(2, noise_multiplier=1.0)(torch.full((3, 2), float("nan")), ring(3))
+    assert "K=2" in repr(layer)
