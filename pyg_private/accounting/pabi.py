@@ -33,7 +33,7 @@ from .calibration import calibrate_noise
 from .conversion import rdp_to_dp
 from .laplace import laplace_rdp_ratio
 from .orders import DEFAULT_ORDERS, check_orders
-from .validation import check_delta, check_epsilon, check_positive, check_positive_int
+from .validation import check_delta, check_epsilon, check_positive, check_positive_int, check_restart_probability
 
 __all__ = [
     "diffusion_distortion",
@@ -47,13 +47,6 @@ __all__ = [
 def diffusion_distortion(*, eta: float, gamma_max: float, gamma1_max: float) -> float:
     r"""Lemma B.1: :math:`\rho_{\text{diff}} = \max(4\gamma^{(1)}_{\max}, 2\gamma_{\max})\,\eta`."""
     return max(4.0 * gamma1_max, 2.0 * gamma_max) * check_positive(eta, "eta")
-
-
-def _check_restart(alpha: float) -> float:
-    a = check_positive(alpha, "alpha")
-    if not a < 1.0:
-        raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
-    return a
 
 
 def noisy_diffusion_rdp(
@@ -124,7 +117,7 @@ def lazy_ppr_rdp(
     additively (each column is clipped on its own, so this is tighter than treating the
     matrix as one :math:`\ell_1` vector).
     """
-    beta = 1.0 - _check_restart(alpha)
+    beta = 1.0 - check_restart_probability(alpha)
     C = check_positive_int(num_columns, "num_columns")
     return C * noisy_diffusion_rdp(orders, noise_scale=noise_scale, num_iterations=num_iterations, eta=eta,
                                    gamma_max=beta, gamma1_max=beta / 2.0, personalized=personalized, method=method)

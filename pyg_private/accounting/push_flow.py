@@ -26,7 +26,7 @@ from .calibration import calibrate_noise
 from .conversion import rdp_to_dp
 from .laplace import laplace_rdp
 from .orders import DEFAULT_ORDERS, check_orders
-from .validation import check_delta, check_epsilon, check_positive, check_positive_int
+from .validation import check_delta, check_epsilon, check_positive, check_positive_int, check_restart_probability
 
 __all__ = ["push_flow_sensitivity", "push_flow_rdp", "push_flow_noise_scale"]
 
@@ -35,9 +35,7 @@ def push_flow_sensitivity(*, eta: float, alpha: float, num_iterations: int) -> f
     r""":math:`\Delta_1 = (3 - \alpha)(1 - (1 - \alpha)^T)\,\eta`, the :math:`\ell_1` edge
     sensitivity of the capped push-flow output."""
     eta = check_positive(eta, "eta")
-    alpha = check_positive(alpha, "alpha")
-    if not alpha < 1.0:
-        raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
+    alpha = check_restart_probability(alpha)
     t = check_positive_int(num_iterations, "num_iterations")
     return (3.0 - alpha) * -np.expm1(t * np.log1p(-alpha)) * eta
 

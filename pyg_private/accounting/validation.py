@@ -15,6 +15,7 @@ __all__ = [
     "check_non_negative",
     "check_probability",
     "check_positive_int",
+    "check_restart_probability",
 ]
 
 
@@ -71,6 +72,14 @@ def check_probability(value: object, name: str, *, low_open: bool = False, high_
         rng = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
         raise ValueError(f"`{name}` must lie in {rng}; got {value!r}")
     return v
+
+
+def check_restart_probability(value: object, name: str = "alpha") -> float:
+    """A PPR restart probability, in the open interval (0, 1)."""
+    a = check_positive(value, name)
+    if not a < 1.0:
+        raise ValueError(f"`{name}` (restart probability) must lie in (0, 1); got {value!r}")
+    return a
 
 
 def check_positive_int(value: object, name: str) -> int:

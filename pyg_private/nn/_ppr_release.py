@@ -11,15 +11,7 @@ from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.lazy_ppr import seed_matrix
 
-__all__ = ["check_restart", "resolve_noise", "SeededRelease"]
-
-
-def check_restart(alpha: float) -> float:
-    """The PPR restart probability, in the open interval (0, 1)."""
-    alpha = check_positive(alpha, "alpha")
-    if not alpha < 1.0:
-        raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
-    return alpha
+__all__ = ["resolve_noise", "SeededRelease"]
 
 
 def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta: Optional[float],
@@ -64,6 +56,13 @@ class SeededRelease:
     symmetrize: bool
     personalized: bool
     _cache: Optional[tuple[Tensor, Tensor, Tensor]]
+
+    def reset_parameters(self) -> None:
+        """Clear the cached release (the modules have no learnable parameters)."""
+        parent = getattr(super(), "reset_parameters", None)
+        if parent is not None:
+            parent()
+        self._cache = None
 
     def event(self, num_columns: int) -> PrivacyEvent:  # pragma: no cover - implemented by hosts
         raise NotImplementedError

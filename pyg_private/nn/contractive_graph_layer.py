@@ -1,14 +1,11 @@
 r"""The contractive graph layer of CARIBOU: K perturbed hops with a convergent privacy bound."""
 from __future__ import annotations
 
-import warnings
 from typing import Any, Literal, Optional
 
 import torch
 from torch import Tensor
-from torch_geometric.nn import MessagePassing
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import scatter, spmm
+from torch_geometric.utils import scatter
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, charge, gdp_event
 from ..accounting.contractive import (
@@ -20,7 +17,9 @@ from ..accounting.contractive import (
 )
 from ..accounting.validation import check_non_negative, check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.adjacency import adjacency_csr
 from ._ppr_release import resolve_noise
+from ._sparse_propagation import SparsePropagation
 
 __all__ = ["ContractiveGraphLayer"]
 
@@ -28,7 +27,7 @@ Level = Literal["edge", "node"]
 Accounting = Literal["convergent", "linear"]
 
 
-class ContractiveGraphLayer(MessagePassing):
+class ContractiveGraphLayer(SparsePropagation):
     r"""Perturbed contractive message passing (PCMP) of CARIBOU, from
     `"Convergent Privacy Framework with Contractive GNN Layers for Multi-hop
     Aggregations" <https://arxiv.org/abs/2506.22727>`_ (Zheng et al. 2025), Eq. 4 and
@@ -104,7 +103,7 @@ class ContractiveGraphLayer(MessagePassing):
                  accounting: Accounting = "convergent", accountant: Optional[PrivacyAccountant] = None,
                  cached: bool = False, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "contractive_graph_layer") -> None:
-        super().__init__(aggr="add", flow="source_to_target")
+        super().__init__()
         self.K = check_positive_int(K, "K")
         self.contraction = check_non_negative(contraction, "contraction")
         if not self.contraction < 1.0:
@@ -145,12 +144,6 @@ class ContractiveGraphLayer(MessagePassing):
         self.symmetrize = symmetrize
         self.generator = generator
         self.name = name
-        self._cache: Optional[tuple[Tensor, ...]] = None
-
-    def reset_parameters(self) -> None:
-        """Clear the cached release (the layer has no learnable parameters)."""
-        super().reset_parameters()
-        self._cache = None
 
     @property
     def noise_std(self) -> float:
@@ -210,18 +203,18 @@ class ContractiveGraphLayer(MessagePassing):
 
     @torch.no_grad()
     def _perturbed_hops(self, edge_index: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor]) -> Tensor:
-        n = x.size(0)
-        ei, weight = gcn_norm(edge_index, None, n, improved=False, add_self_loops=True, dtype=torch.float64)
-        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            adj = torch.sparse_coo_tensor(ei.flip(0), weight, (n, n), check_invariants=False).coalesce()
-            adj = adj.to_sparse_csr()
+        adj, deg = adjacency_csr(edge_index, x.size(0))
+        scale = (deg + 1.0).rsqrt().unsqueeze(-1)  # A_hat = S (A + I) S with S = (D + I)^-1/2
         x0 = _clip_rows(x0)
         residual = self.beta * x0
         std = self.noise_std
         h = _clip_rows(x)  # the chain starts inside the ball
         for _ in range(self.K):
-            agg = self.propagate(adj, x=h) if self.alpha1 > 0 else torch.zeros_like(h)
+            if self.alpha1 > 0:
+                sh = scale * h
+                agg = scale * (self.propagate(adj, x=sh) + sh)  # A_hat h
+            else:
+                agg = torch.zeros_like(h)
             if self.alpha1 < 1.0:
                 agg = self.alpha1 * agg + (1.0 - self.alpha1) * _node_mean(h, batch)
             h = self.contraction * agg + residual
@@ -229,12 +222,6 @@ class ContractiveGraphLayer(MessagePassing):
                 h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
             h = _clip_rows(h)
         return h
-
-    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
-        return x_j
-
-    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
-        return spmm(adj_t, x, reduce="sum")
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

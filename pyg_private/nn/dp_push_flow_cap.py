@@ -8,10 +8,10 @@ from torch import Tensor
 
 from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
 from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
-from ..accounting.validation import check_positive, check_positive_int
+from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import laplace_noise
 from ..utils.push_flow import push_flow_cap_ppr
-from ._ppr_release import SeededRelease, check_restart, resolve_noise
+from ._ppr_release import SeededRelease, resolve_noise
 
 __all__ = ["DPPushFlowCap"]
 
@@ -58,7 +58,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
                  symmetrize: bool = False, orders: Sequence[float] = DEFAULT_ORDERS,
                  generator: Optional[torch.Generator] = None, name: str = "dp_push_flow_cap") -> None:
         super().__init__()
-        self.alpha = check_restart(alpha)
+        self.alpha = check_restart_probability(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
         self.eta = check_positive(eta, "eta")
         self.personalized = bool(personalized)
@@ -78,10 +78,6 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         self.symmetrize = symmetrize
         self.generator = generator
         self.name = name
-        self._cache = None
-
-    def reset_parameters(self) -> None:
-        """Clear the cached release (the module has no learnable parameters)."""
         self._cache = None
 
     def event(self, num_columns: int) -> PrivacyEvent:

@@ -12,10 +12,10 @@ from ..accounting import (
     randomized_response_event,
     resolve_truth_probability,
 )
-from ..accounting.validation import check_positive_int
+from ..accounting.validation import check_positive_int, check_restart_probability
 from ..mechanisms.edge_flipping import flip_edges
 from ..utils.seed_restored_ppr import lazy_ppr_restoring_seed_edges
-from ._ppr_release import SeededRelease, check_restart
+from ._ppr_release import SeededRelease
 
 __all__ = ["EdgeFlippingPPR"]
 
@@ -70,7 +70,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "edge_flipping_ppr") -> None:
         super().__init__()
-        self.alpha = check_restart(alpha)
+        self.alpha = check_restart_probability(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
         self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
         self.epsilon, self.delta = epsilon, delta
@@ -86,10 +86,6 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
     def flip_probability(self) -> float:
         """:math:`p = 2(1 - q)`: the probability that a pair's bit is replaced by a uniform bit."""
         return 2.0 * (1.0 - self.q)
-
-    def reset_parameters(self) -> None:
-        """Clear the cached release (the module has no learnable parameters)."""
-        self._cache = None
 
     def event(self, num_columns: int = 1) -> PrivacyEvent:
         """The event of one release; independent of ``num_columns`` (one randomised graph)."""

@@ -2,26 +2,25 @@ r"""GAP's aggregation perturbation module: the multi-hop baseline CARIBOU is com
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import spmm
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
 from ..accounting.validation import check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.adjacency import adjacency_csr
 from ._ppr_release import resolve_noise
+from ._sparse_propagation import SparsePropagation
 
 __all__ = ["GAPAggregation"]
 
 EDGE_SENSITIVITY = math.sqrt(2.0)  # one undirected edge adds x_v to row u and x_u to row v, unit rows
 
 
-class GAPAggregation(MessagePassing):
+class GAPAggregation(SparsePropagation):
     r"""Edge-level private multi-hop aggregation of GAP, from `"GAP: Differentially Private
     Graph Neural Networks with Aggregation Perturbation"
     <https://arxiv.org/abs/2203.00949>`_ (Sajadmanesh et al., USENIX Security 2023), the
@@ -61,7 +60,7 @@ class GAPAggregation(MessagePassing):
                  delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "gap_aggregation") -> None:
-        super().__init__(aggr="add", flow="source_to_target")
+        super().__init__()
         self.K = check_positive_int(K, "K")
         self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
             noise_multiplier, epsilon, delta, lambda eps, d: math.sqrt(self.K) / gdp_mu(epsilon=eps, delta=d),
@@ -72,12 +71,6 @@ class GAPAggregation(MessagePassing):
         self.symmetrize = symmetrize
         self.generator = generator
         self.name = name
-        self._cache: Optional[tuple[Tensor, Tensor, Tensor]] = None
-
-    def reset_parameters(self) -> None:
-        """Clear the cached release (the module has no learnable parameters)."""
-        super().reset_parameters()
-        self._cache = None
 
     @property
     def mu(self) -> float:
@@ -113,12 +106,7 @@ class GAPAggregation(MessagePassing):
 
     @torch.no_grad()
     def _hops(self, edge_index: Tensor, x: Tensor) -> Tensor:
-        n = x.size(0)
-        ones = torch.ones(edge_index.size(1), dtype=torch.float64, device=x.device)
-        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-            adj = torch.sparse_coo_tensor(edge_index.flip(0), ones, (n, n), check_invariants=False).coalesce()
-            adj = adj.to_sparse_csr()
+        adj, _ = adjacency_csr(edge_index, x.size(0))
         std = self.noise_multiplier * self.sensitivity
         hops = [F.normalize(x, dim=-1)]
         for _ in range(self.K):
@@ -126,12 +114,6 @@ class GAPAggregation(MessagePassing):
             h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
             hops.append(F.normalize(h, dim=-1))
         return torch.cat(hops, dim=-1)
-
-    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
-        return x_j
-
-    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
-        return spmm(adj_t, x, reduce="sum")
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

@@ -5,23 +5,23 @@ from typing import Any, Literal, Optional, Sequence
 
 import torch
 from torch import Tensor
-from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import spmm
 
 from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
 from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
-from ..accounting.validation import check_positive, check_positive_int
+from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import TwoLaplaceStream
 from ..utils import project_l1_ball, project_simplex
-from ..utils.lazy_ppr import lazy_walk_operator, seed_matrix
-from ._ppr_release import SeededRelease, check_restart, resolve_noise
+from ..utils.adjacency import adjacency_csr, inverse_degree
+from ..utils.lazy_ppr import seed_matrix
+from ._ppr_release import SeededRelease, resolve_noise
+from ._sparse_propagation import SparsePropagation
 
 __all__ = ["NoisyPPRDiffusion"]
 
 Projection = Optional[Literal["l1_ball", "simplex"]]
 
 
-class NoisyPPRDiffusion(SeededRelease, MessagePassing):
+class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     r"""Edge-level differentially private lazy personalized PageRank, from
     `"Differentially Private Graph Diffusion with Applications in Personalized
     PageRanks" <https://arxiv.org/abs/2407.00077>`_ (NeurIPS 2024), Eq. 4 with the lazy
@@ -111,8 +111,8 @@ class NoisyPPRDiffusion(SeededRelease, MessagePassing):
         generator: Optional[torch.Generator] = None,
         name: str = "noisy_ppr_diffusion",
     ) -> None:
-        super().__init__(aggr="add", flow="source_to_target")
-        self.alpha = check_restart(alpha)
+        super().__init__()
+        self.alpha = check_restart_probability(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
         self.eta = check_positive(eta, "eta")
         self.personalized = bool(personalized)
@@ -135,12 +135,6 @@ class NoisyPPRDiffusion(SeededRelease, MessagePassing):
         self.symmetrize = symmetrize
         self.generator = generator
         self.name = name
-        self._cache: Optional[tuple[Tensor, Tensor, Tensor]] = None
-
-    def reset_parameters(self) -> None:
-        """Clear the cached release (the layer has no learnable parameters)."""
-        super().reset_parameters()
-        self._cache = None
 
     # ---------------------------------------------------------------- accounting
     def column_curve(self) -> Tensor:
@@ -201,8 +195,8 @@ class NoisyPPRDiffusion(SeededRelease, MessagePassing):
     @torch.no_grad()
     def _diffuse(self, edge_index: Tensor, n: int, s0: Tensor, seeds: Optional[Tensor]) -> Tensor:
         beta = 1.0 - self.alpha
-        adj, deg = lazy_walk_operator(edge_index, n)  # row i of adj holds i's neighbours
-        deg_inv = torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg)).unsqueeze(-1)
+        adj, deg = adjacency_csr(edge_index, n)  # row i of adj holds i's neighbours
+        deg_inv = inverse_degree(deg).unsqueeze(-1)
         upper = (self.eta * deg).unsqueeze(-1)  # f clips entry i to [0, eta d_i]
         if seeds is not None:
             cols = torch.arange(seeds.numel(), device=seeds.device)
@@ -230,12 +224,6 @@ class NoisyPPRDiffusion(SeededRelease, MessagePassing):
                 s.add_(restart)
             s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
         return s
-
-    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
-        return x_j
-
-    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
-        return spmm(adj_t, x, reduce="sum")
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

@@ -1,6 +1,7 @@
 """Utilities shared by the layers and transforms."""
 from .graph_validation import adjacency_to_edge_index, check_edge_index, simple_undirected
-from .lazy_ppr import lazy_ppr, lazy_walk_operator, seed_matrix
+from .adjacency import adjacency_csr, inverse_degree
+from .lazy_ppr import lazy_ppr, seed_matrix
 from .push_flow import push_flow_cap_ppr
 from .seed_restored_ppr import lazy_ppr_restoring_seed_edges
 from .projections import project_l1_ball, project_simplex
@@ -12,7 +13,8 @@ __all__ = [
     "project_simplex",
     "project_l1_ball",
     "lazy_ppr",
-    "lazy_walk_operator",
+    "adjacency_csr",
+    "inverse_degree",
     "seed_matrix",
     "push_flow_cap_ppr",
     "lazy_ppr_restoring_seed_edges",

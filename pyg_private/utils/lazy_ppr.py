@@ -13,36 +13,16 @@ The paper's evaluation uses 100 such power iterations from :math:`\mathbf{e}_{\t
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
+from ..accounting.validation import check_restart_probability
+from .adjacency import adjacency_csr, inverse_degree
 from .graph_validation import adjacency_to_edge_index, simple_undirected
 
-__all__ = ["lazy_walk_operator", "seed_matrix", "lazy_ppr"]
-
-
-def lazy_walk_operator(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    r"""The float64 CSR adjacency and the degree vector of an undirected simple graph.
-
-    Returns ``(adj, deg)``: row :math:`i` of ``adj`` holds :math:`i`'s neighbours, so
-    ``adj @ (x / deg)`` is :math:`\mathbf{A}\mathbf{D}^{-1}\mathbf{x}` (normalised by the
-    **source** degree; isolated nodes contribute nothing). ``edge_index`` must already be
-    symmetric, coalesced (sorted by row, then column) and free of self-loops, as
-    :func:`simple_undirected` returns it; the CSR arrays are then read off directly.
-    """
-    n = int(num_nodes)
-    row, col = edge_index
-    counts = torch.bincount(row, minlength=n)
-    crow = torch.zeros(n + 1, dtype=torch.long, device=edge_index.device)
-    torch.cumsum(counts, 0, out=crow[1:])
-    ones = torch.ones(col.numel(), dtype=torch.float64, device=edge_index.device)
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        adj = torch.sparse_csr_tensor(crow, col.contiguous(), ones, (n, n), check_invariants=False)
-    return adj, counts.to(torch.float64)
+__all__ = ["seed_matrix", "lazy_ppr"]
 
 
 def seed_matrix(seed_index: Any, num_nodes: int, *, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
@@ -81,8 +61,7 @@ def lazy_ppr(edge_index: Any, num_nodes: Optional[int] = None, *, seed_index: An
         float64 Tensor ``[N, C]``. All columns are computed together, one sparse-dense
         product per iteration.
     """
-    if not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"`alpha` (restart probability) must lie in (0, 1); got {alpha!r}")
+    alpha = check_restart_probability(alpha)
     if int(num_iterations) != num_iterations or num_iterations < 0:
         raise ValueError(f"`num_iterations` must be a non-negative integer; got {num_iterations!r}")
     if isinstance(x, Tensor) and num_nodes is None and x.dim() >= 1 and x.size(0) > 0:
@@ -100,8 +79,8 @@ def lazy_ppr(edge_index: Any, num_nodes: Optional[int] = None, *, seed_index: An
         s0 = s0.unsqueeze(-1) if s0.dim() == 1 else s0
         if s0.dim() != 2 or s0.size(0) != n:
             raise ValueError(f"`x` must have shape [{n}, C]; got {tuple(x.shape)}")
-    adj, deg = lazy_walk_operator(ei, n)
-    deg_inv = torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg)).unsqueeze(-1)
+    adj, deg = adjacency_csr(ei, n)
+    deg_inv = inverse_degree(deg).unsqueeze(-1)
     beta = 1.0 - float(alpha)
     restart = (1.0 - beta) * s0
     s = s0.clone()

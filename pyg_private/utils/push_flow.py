@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .lazy_ppr import lazy_walk_operator, seed_matrix
+from .adjacency import adjacency_csr, inverse_degree
+from .lazy_ppr import seed_matrix
 
 __all__ = ["push_flow_cap_ppr"]
 
@@ -41,8 +42,8 @@ def push_flow_cap_ppr(edge_index: Tensor, num_nodes: int, seed_index: Any, *, al
     """
     n = int(num_nodes)
     residual, seeds = seed_matrix(seed_index, n, device=edge_index.device)
-    adj, deg = lazy_walk_operator(edge_index, n)
-    deg_inv = torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg)).unsqueeze(-1)
+    adj, deg = adjacency_csr(edge_index, n)
+    deg_inv = inverse_degree(deg).unsqueeze(-1)
     room = (eta * deg).unsqueeze(-1).expand_as(residual).clone()  # flow each node may still push
     if personalized:
         room[seeds, torch.arange(seeds.numel(), device=seeds.device)] = math.inf

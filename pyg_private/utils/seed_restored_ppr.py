@@ -24,16 +24,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .lazy_ppr import lazy_walk_operator, seed_matrix
+from .adjacency import adjacency_csr, inverse_degree
+from .lazy_ppr import seed_matrix
 
 __all__ = ["lazy_ppr_restoring_seed_edges"]
-
-
-def _neighbours(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    """CSR pointer and column arrays of a coalesced ``edge_index``."""
-    ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=edge_index.device)
-    torch.cumsum(torch.bincount(edge_index[0], minlength=num_nodes), 0, out=ptr[1:])
-    return ptr, edge_index[1]
 
 
 @torch.no_grad()
@@ -50,9 +44,10 @@ def lazy_ppr_restoring_seed_edges(released_edge_index: Tensor, edge_index: Tenso
     n = int(num_nodes)
     s0, seeds = seed_matrix(seed_index, n, device=edge_index.device)
     num_cols = seeds.numel()
-    adj, deg_released = lazy_walk_operator(released_edge_index, n)
-    r_ptr, r_col = _neighbours(released_edge_index, n)
-    t_ptr, t_col = _neighbours(edge_index, n)
+    adj, deg_released = adjacency_csr(released_edge_index, n)
+    r_ptr, r_col = adj.crow_indices(), adj.col_indices()
+    truth, true_deg = adjacency_csr(edge_index, n)
+    t_ptr, t_col = truth.crow_indices(), truth.col_indices()
 
     rows, cols, signs = [], [], []
     for c, v in enumerate(seeds.tolist()):
@@ -71,10 +66,9 @@ def lazy_ppr_restoring_seed_edges(released_edge_index: Tensor, edge_index: Tenso
 
     deg = deg_released.unsqueeze(-1).expand(n, num_cols).clone()
     deg.index_put_((row, col), sign, accumulate=True)  # a neighbour's degree moves by one
-    true_deg = (t_ptr[1:] - t_ptr[:-1]).to(torch.float64)
     arange = torch.arange(num_cols, device=seeds.device)
     deg[seeds, arange] = true_deg[seeds]
-    deg_inv = torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg))
+    deg_inv = inverse_degree(deg)
 
     beta = 1.0 - float(alpha)
     s = s0.clone()

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch_geometric.utils import erdos_renyi_graph, to_undirected
 
-from pyg_private.utils import lazy_ppr, lazy_walk_operator, push_flow_cap_ppr, seed_matrix, simple_undirected
+from pyg_private.utils import lazy_ppr, adjacency_csr, push_flow_cap_ppr, seed_matrix, simple_undirected
 
 
 
@@ -154,9 +154,9 @@ def test_sparse_adjacency_and_directed_input():
                                lazy_ppr(to_undirected(directed), seed_index=[0]), rtol=0, atol=0)
 
 
-def test_lazy_walk_operator_is_a_d_inverse_product():
+def test_adjacency_csr_is_a_d_inverse_product():
     ei, n = _graph(15, 0.3, seed=6, isolated=1)
-    adj, deg = lazy_walk_operator(ei, n)
+    adj, deg = adjacency_csr(ei, n)
     w, d = _walk(ei, n)
     np.testing.assert_array_equal(deg.numpy(), d)
     dense = adj.to_dense().numpy()

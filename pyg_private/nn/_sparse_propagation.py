@@ -1,0 +1,33 @@
+"""The propagation the private layers share: a sum over neighbours as one sparse-dense product."""
+from __future__ import annotations
+
+from torch import Tensor
+from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import spmm
+
+__all__ = ["SparsePropagation"]
+
+
+class SparsePropagation(MessagePassing):
+    """``MessagePassing`` with sum aggregation that always takes the fused sparse path.
+
+    Layers call ``self.propagate(adj, x=...)`` with a CSR adjacency (see
+    :func:`~pyg_private.utils.adjacency_csr`), whose row ``i`` holds ``i``'s neighbours;
+    the result is ``adj @ x``. A layer's release cache lives in ``_cache`` and is cleared
+    by :meth:`reset_parameters` (the layers have no learnable parameters).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(aggr="add", flow="source_to_target")
+        self._cache = None
+
+    def reset_parameters(self) -> None:
+        """Clear the cached release (the layer has no learnable parameters)."""
+        super().reset_parameters()
+        self._cache = None
+
+    def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
+        return x_j
+
+    def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        return spmm(adj_t, x, reduce="sum")
