@@ -16,17 +16,20 @@ __all__ = ["resolve_noise", "SeededRelease"]
 
 def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta: Optional[float],
                   calibrate: Callable[[float, float], float], *, scale_name: str = "noise_scale",
-                  allow_pure: bool = False) -> tuple[float, Optional[float], Optional[float]]:
+                  allow_pure: bool = False, allow_zero: bool = False) -> tuple[float, Optional[float], Optional[float]]:
     """``(scale, epsilon, delta)`` from exactly one of a scale or an ``(epsilon, delta)`` target.
 
     ``calibrate(epsilon, delta)`` returns the scale; ``delta`` may be omitted (pure
-    target, ``delta = 0``) only when ``allow_pure``.
+    target, ``delta = 0``) only when ``allow_pure``. A scale of 0 (no noise: a
+    non-private reference) is accepted only when ``allow_zero``.
     """
     if (noise_scale is None) == (epsilon is None):
         raise ValueError(f"give exactly one of `{scale_name}` or `epsilon` (with `delta`)")
     if noise_scale is not None:
         if delta is not None:
             raise ValueError("`delta` is only used with `epsilon`")
+        if allow_zero and noise_scale == 0:
+            return 0.0, None, None
         return check_positive(noise_scale, scale_name), None, None
     if delta is None:
         if not allow_pure:

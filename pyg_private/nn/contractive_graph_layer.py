@@ -1,6 +1,7 @@
 r"""The contractive graph layer of CARIBOU: K perturbed hops with a convergent privacy bound."""
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, Optional
 
 import torch
@@ -17,7 +18,7 @@ from ..accounting.contractive import (
 )
 from ..accounting.validation import check_non_negative, check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
-from ..utils.adjacency import adjacency_csr
+from ..utils.adjacency import csr_indices, normalized_adjacency_csr, simple_undirected_csr
 from ._ppr_release import resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -64,7 +65,15 @@ class ContractiveGraphLayer(SparsePropagation):
 
     Give ``noise_multiplier`` :math:`\sigma` (noise std :math:`\sigma\Delta`) or
     ``epsilon`` and ``delta`` (calibrated through the exact GDP conversion; the
-    multiplier is ``layer.noise_multiplier``).
+    multiplier is ``layer.noise_multiplier``). ``noise_multiplier=0`` is the non-private
+    reference: the same hops without noise, nothing charged, no accountant accepted.
+
+    **Precision and input forms.** The hops (noise included) run in float32 for float32
+    features and in float64 otherwise; in float32 a projected row's norm can exceed 1 by
+    float32 rounding (a few 1e-7). The fastest graph form is a ``torch.sparse`` CSR
+    adjacency (or a ``SparseTensor``) that already is the undirected simple graph with
+    sorted columns: it is validated with one sort of its column indices and used as it is;
+    ``edge_index`` and every other form are validated and converted on each call.
 
     Node-level privacy also needs the encoder that produced ``x`` and any head trained on
     the output to be private (DP-SGD, registered in the same accountant); the layer only
@@ -137,8 +146,11 @@ class ContractiveGraphLayer(SparsePropagation):
             noise_multiplier, epsilon, delta,
             lambda eps, d: contractive_noise_multiplier(epsilon=eps, delta=d, num_hops=self.K,
                                                         contraction=self.contraction, accounting=self.accounting),
-            scale_name="noise_multiplier",
+            scale_name="noise_multiplier", allow_zero=True,
         )
+        if self.noise_multiplier == 0 and accountant is not None:
+            raise ValueError("noise_multiplier=0 is the non-private reference: it releases the exact hops and has "
+                             "no privacy to record, so it takes no accountant")
         self.accountant = accountant
         self.cached = cached
         self.symmetrize = symmetrize
@@ -152,7 +164,9 @@ class ContractiveGraphLayer(SparsePropagation):
 
     @property
     def mu(self) -> float:
-        """GDP :math:`\\mu` of one forward under the layer's accounting."""
+        """GDP :math:`\\mu` of one forward under the layer's accounting (infinite without noise)."""
+        if self.noise_multiplier == 0:
+            return math.inf
         return contractive_mu(noise_multiplier=self.noise_multiplier, num_hops=self.K, contraction=self.contraction,
                               accounting=self.accounting)
 
@@ -172,55 +186,61 @@ class ContractiveGraphLayer(SparsePropagation):
         """Run the K perturbed hops and return :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")
-        if not torch.isfinite(x).all():
+        if not _all_finite(x):
             raise ValueError("`x` contains NaN or infinite values")
         n = x.size(0)
         x0 = x if x0 is None else x0
         if not isinstance(x0, Tensor) or x0.shape != x.shape:
             raise ValueError(f"`x0` must have the shape of `x`, {tuple(x.shape)}")
-        if not torch.isfinite(x0).all():
+        if x0 is not x and not _all_finite(x0):
             raise ValueError("`x0` contains NaN or infinite values")
         if batch is not None and (batch.dim() != 1 or batch.numel() != n):
             raise ValueError(f"`batch` must have shape [{n}]")
-        ei, n = adjacency_to_edge_index(edge_index, n)
-        if n != x.size(0):
-            raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
-        ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
+        graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is
+        if graph is None:
+            ei, n = adjacency_to_edge_index(edge_index, n)
+            if n != x.size(0):
+                raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
+            graph = csr_indices(simple_undirected(ei, n, symmetrize=self.symmetrize)[0], n)
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
 
         if self.cached and self._cache is not None:
-            c_ei, c_x, c_x0, c_batch, c_out = self._cache
-            if (torch.equal(c_ei, ei) if c_ei.shape == ei.shape else False) and torch.equal(c_x, x) \
+            c_crow, c_col, c_x, c_x0, c_batch, c_out = self._cache
+            if _same(c_crow, graph[0]) and _same(c_col, graph[1]) and torch.equal(c_x, x) \
                     and torch.equal(c_x0, x0) and _same(c_batch, batch):
                 return c_out.clone().to(out_dtype)
 
-        charge(self.accountant, self.event(), self)  # before any noise is drawn
-        out = self._perturbed_hops(ei, x.detach().to(torch.float64), x0.detach().to(torch.float64), batch)
+        if self.noise_multiplier > 0:
+            charge(self.accountant, self.event(), self)  # before any noise is drawn
+        dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float64  # the hops' precision
+        h0 = x.detach().to(dtype)
+        out = self._perturbed_hops(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch)
         if self.cached:
-            self._cache = (ei, x.detach().clone(), x0.detach().clone(), None if batch is None else batch.clone(),
+            self._cache = (*graph, x.detach().clone(), x0.detach().clone(), None if batch is None else batch.clone(),
                            out.clone())
         return out.to(out_dtype)
 
     @torch.no_grad()
-    def _perturbed_hops(self, edge_index: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor]) -> Tensor:
-        adj, deg = adjacency_csr(edge_index, x.size(0))
-        scale = (deg + 1.0).rsqrt().unsqueeze(-1)  # A_hat = S (A + I) S with S = (D + I)^-1/2
-        x0 = _clip_rows(x0)
-        residual = self.beta * x0
-        std = self.noise_std
+    def _perturbed_hops(self, crow: Tensor, col: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor]) -> Tensor:
+        # C_L alpha1 A_hat h = adj @ h + self_loop * h, with A_hat = S (A + I) S and S = (D + I)^-1/2
+        adj, self_loop = normalized_adjacency_csr(crow, col, weight=self.contraction * self.alpha1, dtype=x.dtype)
         h = _clip_rows(x)  # the chain starts inside the ball
+        residual = self.beta * (h if x0 is x else _clip_rows(x0)) if self.beta > 0 else None
+        std = self.noise_std
+        noise = torch.empty_like(x) if std > 0 else None
         for _ in range(self.K):
             if self.alpha1 > 0:
-                sh = scale * h
-                agg = scale * (self.propagate(adj, x=sh) + sh)  # A_hat h
+                out = self.propagate(adj, x=h).addcmul_(h, self_loop)
             else:
-                agg = torch.zeros_like(h)
+                out = torch.zeros_like(h)
             if self.alpha1 < 1.0:
-                agg = self.alpha1 * agg + (1.0 - self.alpha1) * _node_mean(h, batch)
-            h = self.contraction * agg + residual
-            if std > 0:
-                h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
-            h = _clip_rows(h)
+                out.add_(_node_mean(h, batch), alpha=self.contraction * (1.0 - self.alpha1))
+            if residual is not None:
+                out.add_(residual)
+            if noise is not None:  # one draw of h's shape per hop, into the same buffer
+                out.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator, out=noise),
+                         alpha=std)
+            h = _clip_rows(out, out=out)
         return h
 
     def __repr__(self) -> str:
@@ -230,10 +250,26 @@ class ContractiveGraphLayer(SparsePropagation):
                 f"accounting={self.accounting!r}, cached={self.cached})")
 
 
-def _clip_rows(x: Tensor) -> Tensor:
-    """Project every row onto the unit L2 ball."""
-    norm = x.norm(dim=-1, keepdim=True)
-    return x / norm.clamp_min(1.0)
+def _clip_rows(x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+    """Project every row onto the unit L2 ball (in place with ``out=x``).
+
+    Rows outside the ball are divided by their norm times :math:`1 + (F + 4)u` (``u`` the
+    unit roundoff), so that rounding never leaves a row of norm above 1; rows whose norm
+    overflows are first divided by their largest entry, so they land on the sphere, not at 0.
+    """
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    if not bool(torch.isfinite(norm).all()):  # finite rows too large to square: rescale first
+        x = x / x.abs().amax(dim=-1, keepdim=True).clamp_min(1.0)
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    slack = 1.0 + (x.size(-1) + 4) * torch.finfo(x.dtype).eps / 2
+    return torch.div(x, torch.where(norm > 1.0, norm * slack, torch.ones_like(norm)), out=out)
+
+
+def _all_finite(x: Tensor) -> bool:
+    """No NaN or infinity in ``x``: for floats one reduction, whose minimum and maximum carry any."""
+    if not x.is_floating_point() or x.numel() == 0:
+        return bool(torch.isfinite(x).all())
+    return bool(torch.isfinite(torch.stack(torch.aminmax(x))).all())
 
 
 def _node_mean(x: Tensor, batch: Optional[Tensor]) -> Tensor:

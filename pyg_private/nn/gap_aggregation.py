@@ -41,6 +41,8 @@ class GAPAggregation(SparsePropagation):
     one forward registers one :math:`\mu = \sqrt{K}/\sigma`-GDP event on unit ``"edge"``
     (the renormalisation is post-processing). Give ``noise_multiplier`` :math:`\sigma` or
     ``epsilon``/``delta`` (exact GDP calibration; ``layer.noise_multiplier``).
+    ``noise_multiplier=0`` is the non-private reference (no noise, nothing charged, no
+    accountant accepted).
 
     Args:
         K (int): number of hops. (default: :obj:`1`)
@@ -64,7 +66,10 @@ class GAPAggregation(SparsePropagation):
         self.K = check_positive_int(K, "K")
         self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
             noise_multiplier, epsilon, delta, lambda eps, d: math.sqrt(self.K) / gdp_mu(epsilon=eps, delta=d),
-            scale_name="noise_multiplier")
+            scale_name="noise_multiplier", allow_zero=True)
+        if self.noise_multiplier == 0 and accountant is not None:
+            raise ValueError("noise_multiplier=0 is the non-private reference: it releases the exact aggregation "
+                             "and has no privacy to record, so it takes no accountant")
         self.sensitivity = EDGE_SENSITIVITY
         self.accountant = accountant
         self.cached = cached
@@ -75,7 +80,7 @@ class GAPAggregation(SparsePropagation):
     @property
     def mu(self) -> float:
         """GDP :math:`\\mu` of one forward: K linearly composed hops."""
-        return math.sqrt(self.K) / self.noise_multiplier
+        return math.sqrt(self.K) / self.noise_multiplier if self.noise_multiplier > 0 else math.inf
 
     def event(self) -> PrivacyEvent:
         """The event one new release registers."""
@@ -98,7 +103,8 @@ class GAPAggregation(SparsePropagation):
             c_ei, c_x, c_out = self._cache
             if c_ei.shape == ei.shape and torch.equal(c_ei, ei) and c_x.shape == x.shape and torch.equal(c_x, x):
                 return c_out.clone().to(out_dtype)
-        charge(self.accountant, self.event(), self)  # before any noise is drawn
+        if self.noise_multiplier > 0:
+            charge(self.accountant, self.event(), self)  # before any noise is drawn
         out = self._hops(ei, x.detach().to(torch.float64))
         if self.cached:
             self._cache = (ei, x.detach().clone(), out.clone())
@@ -111,7 +117,8 @@ class GAPAggregation(SparsePropagation):
         hops = [F.normalize(x, dim=-1)]
         for _ in range(self.K):
             h = self.propagate(adj, x=hops[-1])
-            h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
+            if std > 0:
+                h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
             hops.append(F.normalize(h, dim=-1))
         return torch.cat(hops, dim=-1)
 

@@ -1,12 +1,15 @@
-"""The CSR adjacency of a validated undirected simple graph, read off its coalesced ``edge_index``."""
+"""The CSR adjacency of a validated undirected simple graph, read off its coalesced ``edge_index``
+(or taken from a sparse input already in that form)."""
 from __future__ import annotations
 
 import warnings
+from typing import Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import SparseTensor
 
-__all__ = ["adjacency_csr", "inverse_degree"]
+__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "normalized_adjacency_csr"]
 
 
 def adjacency_csr(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
@@ -19,16 +22,81 @@ def adjacency_csr(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     :func:`~pyg_private.utils.simple_undirected` returns it: the CSR arrays are then read
     off directly, without a sort.
     """
-    n = int(num_nodes)
-    row, col = edge_index
-    counts = torch.bincount(row, minlength=n)
-    crow = torch.zeros(n + 1, dtype=torch.long, device=edge_index.device)
-    torch.cumsum(counts, 0, out=crow[1:])
+    crow, col = csr_indices(edge_index, num_nodes)
     ones = torch.ones(col.numel(), dtype=torch.float64, device=edge_index.device)
+    return _csr(crow, col, ones), crow.diff().to(torch.float64)
+
+
+def csr_indices(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    """``(crow, col)``, the CSR arrays of a coalesced ``edge_index`` (sorted by row, then column)."""
+    row, col = edge_index
+    crow = torch.zeros(int(num_nodes) + 1, dtype=torch.long, device=edge_index.device)
+    torch.cumsum(torch.bincount(row, minlength=int(num_nodes)), 0, out=crow[1:])
+    return crow, col.contiguous()
+
+
+def simple_undirected_csr(adj: object, num_nodes: int) -> Optional[tuple[Tensor, Tensor]]:
+    r"""``(crow, col)`` of a sparse adjacency that already is an undirected simple graph in
+    canonical form, taken as it is; ``None`` for any other input.
+
+    The fast path for a ``torch.sparse_csr`` tensor or a ``torch_sparse.SparseTensor``:
+    ``num_nodes`` x ``num_nodes``, every stored value 1, columns strictly increasing in every
+    row (sorted, no duplicate), no self-loop, and symmetric. Those are the CSR arrays of the
+    ``edge_index`` :func:`~pyg_private.utils.simple_undirected` returns for the same graph,
+    checked with one sort of the 32-bit column indices (the transpose's order) instead of
+    conversions and two sorts of the entries. ``None`` leaves the input to that general
+    path, which symmetrises it (``symmetrize=True``) or says what is wrong with it.
+    """
+    if isinstance(adj, SparseTensor):
+        (crow, col, value), size = adj.csr(), tuple(adj.sizes())
+    elif isinstance(adj, Tensor) and adj.layout == torch.sparse_csr:
+        crow, col, value, size = adj.crow_indices(), adj.col_indices(), adj.values(), tuple(adj.shape)
+    else:
+        return None
+    n = int(num_nodes)
+    if size != (n, n) or n == 0 or (value is not None and (value.dim() != 1 or not bool((value == 1).all()))):
+        return None
+    crow, col = crow.long(), col.long()
+    counts = crow.diff()
+    if crow.numel() != n + 1 or int(crow[0]) != 0 or int(crow[-1]) != col.numel() or bool((counts < 0).any()):
+        return None
+    if col.numel() == 0:
+        return crow, col
+    if int(col.min()) < 0 or int(col.max()) >= n:
+        return None
+    row = torch.repeat_interleave(torch.arange(n, device=col.device), counts)
+    if not bool((torch.diff(row * n + col) > 0).all()) or bool((row == col).any()):
+        return None  # unsorted or duplicate columns, or a self-loop
+    # symmetric: in- and out-degrees agree, and a stable sort by column (the transpose's
+    # row-major order) reads the rows back as the columns
+    if not torch.equal(torch.bincount(col, minlength=n), counts):
+        return None
+    index = torch.int32 if n <= torch.iinfo(torch.int32).max else torch.long  # a faster sort
+    r, c = row.to(index), col.to(index)
+    order = torch.sort(c, stable=True).indices
+    return (crow, col) if torch.equal(r.index_select(0, order), c) else None
+
+
+def normalized_adjacency_csr(crow: Tensor, col: Tensor, *, weight: float = 1.0,
+                             dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tensor]:
+    r"""The GCN normalisation :math:`w\,\hat{\mathbf{A}} = w\,\mathbf{S}(\mathbf{A} + \mathbf{I})\mathbf{S}`,
+    :math:`\mathbf{S} = (\mathbf{D} + \mathbf{I})^{-1/2}`, of a simple graph's CSR arrays, split
+    into the CSR matrix :math:`w\,\mathbf{S}\mathbf{A}\mathbf{S}` and the diagonal
+    :math:`w\,\mathbf{S}^2` (a column ``[N, 1]``), so that
+    :math:`w\,\hat{\mathbf{A}}\mathbf{x}` is ``adj @ x + diag * x``. No sort: the
+    column order of the input is kept.
+    """
+    counts = crow.diff()
+    s = (counts + 1).to(dtype).rsqrt()
+    values = s.repeat_interleave(counts).mul_(s[col]).mul_(weight)
+    return _csr(crow, col, values), s.square().mul_(weight).unsqueeze(-1)
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor) -> Tensor:
+    n = crow.numel() - 1
     with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        adj = torch.sparse_csr_tensor(crow, col.contiguous(), ones, (n, n), check_invariants=False)
-    return adj, counts.to(torch.float64)
+        return torch.sparse_csr_tensor(crow, col, values, (n, n), check_invariants=False)
 
 
 def inverse_degree(deg: Tensor) -> Tensor:

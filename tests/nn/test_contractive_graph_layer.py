@@ -217,3 +217,81 @@ def test_node_level_uses_the_corrected_sensitivity_and_the_node_unit():
                                                  max_degree=10, num_nodes=100)
     layer(torch.rand(12, 3), ring(12))
     assert len(acct.events_of("node")) == 1 and len(acct.events_of("edge")) == 0
+
+
+def _csr(ei: torch.Tensor, n: int, values=None) -> torch.Tensor:
+    from torch_geometric.utils import to_torch_csr_tensor
+
+    return to_torch_csr_tensor(ei, values, size=(n, n))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_csr_input_takes_the_fast_path_and_matches_edge_index(dtype):
+    from pyg_private.utils.adjacency import simple_undirected_csr
+
+    torch.manual_seed(3)
+    n = 40
+    ei = erdos_renyi_graph(n, 0.2)  # isolated nodes possible
+    ei = ei[:, torch.randperm(ei.size(1))]  # edge_index in any order; the CSR is sorted
+    csr = _csr(ei, n)
+    crow, col = simple_undirected_csr(csr, n)  # accepted as it is
+    assert torch.equal(crow, csr.crow_indices()) and torch.equal(col, csr.col_indices())
+    x = torch.randn(n, 5, dtype=dtype) * 2
+    x0, x_copy = torch.rand(n, 5, dtype=dtype), x.clone()
+    kwargs = dict(K=4, contraction=0.8, alpha1=0.7, beta=0.3, min_degree=0, noise_multiplier=0.5)
+    ref = ContractiveGraphLayer(generator=torch.Generator().manual_seed(5), **kwargs)(x, ei, x0)
+    out = ContractiveGraphLayer(generator=torch.Generator().manual_seed(5), **kwargs)(x, csr, x0)
+    assert out.dtype == dtype and torch.equal(ref, out) and torch.equal(x, x_copy)
+    # a CSR with unsorted columns is valid for torch; it takes the general path to the same graph
+    perm = torch.cat([torch.arange(a, b).flip(0) for a, b in zip(csr.crow_indices()[:-1], csr.crow_indices()[1:])])
+    shuffled = torch.sparse_csr_tensor(csr.crow_indices(), csr.col_indices()[perm], csr.values(), (n, n))
+    assert simple_undirected_csr(shuffled, n) is None
+    out = ContractiveGraphLayer(generator=torch.Generator().manual_seed(5), **kwargs)(x, shuffled, x0)
+    assert torch.equal(ref, out)
+    # the cache knows the graph in either form
+    acct = PrivacyAccountant()
+    layer = ContractiveGraphLayer(accountant=acct, cached=True, **kwargs)
+    assert torch.equal(layer(x, ei, x0), layer(x, csr, x0)) and len(acct.events_of("edge")) == 1
+
+
+def test_csr_input_that_is_not_a_simple_undirected_graph_raises_before_any_charge():
+    from pyg_private.utils.adjacency import simple_undirected_csr
+
+    n = 6
+    directed = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0]])  # a directed cycle
+    undirected = to_undirected(directed, num_nodes=n)
+    loop = torch.cat([undirected, torch.tensor([[2], [2]])], 1)
+    acct = PrivacyAccountant()
+    layer = ContractiveGraphLayer(2, 0.9, min_degree=1, noise_multiplier=1.0, accountant=acct)
+    x = torch.rand(n, 3)
+    for adj, match in ((_csr(directed, n), "directed"), (_csr(loop, n), "self-loops"),
+                       (_csr(undirected, n, 2 * torch.ones(undirected.size(1))), "unweighted")):
+        assert simple_undirected_csr(adj, n) is None
+        with pytest.raises(ValueError, match=match):
+            layer(x, adj)
+    with pytest.raises(ValueError, match="does not match"):
+        layer(torch.rand(n + 1, 3), _csr(undirected, n))
+    assert len(acct.events_of("edge")) == 0
+    # symmetrize=True: the directed CSR becomes the undirected graph
+    kwargs = dict(K=2, contraction=0.9, min_degree=1, noise_multiplier=1.0, symmetrize=True)
+    out = ContractiveGraphLayer(generator=torch.Generator().manual_seed(1), **kwargs)(x, _csr(directed, n))
+    ref = ContractiveGraphLayer(generator=torch.Generator().manual_seed(1), **kwargs)(x, undirected)
+    assert torch.equal(out, ref)
+
+
+def test_zero_noise_multiplier_is_the_non_private_reference():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="non-private"):
+        ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=0.0, accountant=PrivacyAccountant())
+    layer = ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=0.0)
+    assert layer.noise_std == 0.0 and math.isinf(layer.mu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "untracked privacy" warning: nothing private is claimed
+        out = layer(x, ei)
+    noisy = ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrackedPrivacyWarning)
+        assert torch.allclose(out, noisy(x, ei), atol=1e-9)
+    with pytest.raises(ValueError):
+        ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=-1.0)

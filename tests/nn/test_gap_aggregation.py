@@ -95,3 +95,18 @@ def test_budget_before_noise_cache_and_validation():
     with pytest.raises(ValueError, match="NaN"):
         GAPAggregation(2, noise_multiplier=1.0)(torch.full((3, 2), float("nan")), ring(3))
     assert "K=2" in repr(layer)
+
+
+def test_zero_noise_multiplier_is_the_non_private_reference():
+    ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="non-private"):
+        GAPAggregation(2, noise_multiplier=0.0, accountant=PrivacyAccountant())
+    layer = GAPAggregation(2, noise_multiplier=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = layer(x, ei)
+    noisy = GAPAggregation(2, noise_multiplier=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrackedPrivacyWarning)
+        assert torch.allclose(out, noisy(x, ei), atol=1e-9)

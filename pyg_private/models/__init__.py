@@ -1,0 +1,16 @@
+"""Recipes that put the private layers into complete training pipelines."""
+from .caribou import CaribouConfig, CaribouResult, config_grid, node_level_noise_multiplier, run_caribou, search_caribou
+from .node_training import accuracy, fit_dp_sgd, fit_full_batch, predict
+
+__all__ = [
+    "CaribouConfig",
+    "CaribouResult",
+    "config_grid",
+    "run_caribou",
+    "search_caribou",
+    "node_level_noise_multiplier",
+    "fit_full_batch",
+    "fit_dp_sgd",
+    "predict",
+    "accuracy",
+]

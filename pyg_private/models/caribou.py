@@ -1,0 +1,250 @@
+r"""The CARIBOU node-classification recipe and its baselines, in one code path.
+
+``encoder -> L2 rows -> private aggregation -> head`` (``specs/caribou.md`` §6, GAP-style):
+
+1. an **edge-free encoder** (an MLP with a linear classifier, trained on the training
+   nodes; the hidden output of width ``encoder_dim`` is the embedding). Under
+   edge-level DP it sees no edge and costs nothing; under node-level DP it is trained
+   with DP-SGD (Opacus) and charged to the same accountant;
+2. the embedding's rows put on the unit ball (:func:`~pyg_private.transforms.l2_row_normalize`);
+3. the aggregation, computed **once** (cached):
+   ``"caribou"``: :class:`~pyg_private.nn.ContractiveGraphLayer`, features
+   :math:`[\mathbf{X}^{(0)} \| \mathbf{X}^{(K)}]`; ``"gap"``:
+   :class:`~pyg_private.nn.GAPAggregation`, all hops
+   :math:`[\mathbf{X}^{(0)} \| \cdots \| \mathbf{X}^{(K)}]`; ``"mlp"``: :math:`\mathbf{X}^{(0)}` only;
+4. a **head MLP** on those features (full-batch Adam under edge-level DP; DP-SGD under
+   node-level DP, the aggregation being a released, public input by then).
+
+``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
+Node level splits nothing by hand: one noise multiplier is shared by the encoder's
+DP-SGD, the aggregation and the head's DP-SGD and calibrated so that their
+composition meets ``(epsilon, delta)`` (GAP's joint calibration).
+
+Hyperparameter search (:func:`search_caribou`) picks the configuration with the best
+mean **validation** accuracy. Like the paper, the search itself is **not charged** to
+the budget: every candidate run spends its own budget on its own accountant, and only
+the selected run's spend is reported. Releasing the selected configuration is itself a
+release; a strict analysis would have to account for it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Literal, Mapping, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Data
+from torch_geometric.nn import MLP
+
+from ..accounting import PrivacyAccountant, Unit, calibrate_noise, gdp_event, subsampled_gaussian_event
+from ..accounting.contractive import contraction_factor
+from ..nn import ContractiveGraphLayer, GAPAggregation
+from ..transforms import l2_row_normalize
+from .node_training import accuracy, fit_dp_sgd, fit_full_batch
+
+__all__ = ["CaribouConfig", "CaribouResult", "config_grid", "run_caribou", "search_caribou", "node_level_noise_multiplier"]
+
+Method = Literal["caribou", "gap", "mlp"]
+
+
+@dataclass(frozen=True)
+class CaribouConfig:
+    r"""One configuration of the pipeline (the searched hyperparameters and the fixed ones).
+
+    Args:
+        method: ``"caribou"``, ``"gap"`` or ``"mlp"``.
+        K, contraction, alpha1, beta: the aggregation's hops and CGL weights (``gap`` uses K only).
+        hidden: the width of the encoder's and the head's hidden layer.
+        encoder_dim: the embedding width; ``None`` skips the encoder (raw features).
+        normalize: ``"normalize"`` (unit rows, GAP's choice) or ``"clip"`` (rows outside
+            the ball shrink; rows inside keep their norm).
+        epochs, lr, weight_decay, dropout: Adam's epochs, learning rate and weight decay,
+            and the dropout of the hidden layers, for the encoder and the head.
+        batch_size, max_grad_norm: DP-SGD's (node level only).
+        use_x0: give the head :math:`\mathbf{X}^{(0)}` next to the aggregation (``caribou``;
+            ``False`` shows what the private aggregation alone carries).
+    """
+
+    method: Method = "caribou"
+    K: int = 6
+    contraction: float = 0.9
+    alpha1: float = 1.0
+    beta: float = 0.0
+    hidden: int = 16
+    encoder_dim: Optional[int] = 16
+    normalize: Literal["normalize", "clip"] = "normalize"
+    epochs: int = 100
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    dropout: float = 0.0
+    batch_size: int = 256
+    max_grad_norm: float = 1.0
+    use_x0: bool = True
+
+    def __post_init__(self) -> None:
+        if self.method not in ("caribou", "gap", "mlp"):
+            raise ValueError(f"`method` must be 'caribou', 'gap' or 'mlp'; got {self.method!r}")
+
+
+@dataclass
+class CaribouResult:
+    """What one run measured."""
+
+    config: CaribouConfig
+    epsilon: float
+    val_accuracy: float
+    test_accuracy: float
+    noise_std: float = 0.0  # per entry and hop of the aggregation (0: no noise)
+    noise_multiplier: float = 0.0
+    accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
+
+
+def _mlp(channels: list[int], config: CaribouConfig, plain_last: bool = True) -> nn.Module:
+    return MLP(channels, act="selu", norm=None, dropout=float(config.dropout), plain_last=plain_last)
+
+
+def _dp_sgd_steps(num_train: int, config: CaribouConfig) -> tuple[float, int]:
+    """Poisson rate and number of steps of one DP-SGD fit (as :func:`fit_dp_sgd` runs it)."""
+    batch = min(config.batch_size, num_train)
+    return batch / num_train, config.epochs * math.ceil(num_train / batch)
+
+
+def node_level_noise_multiplier(*, epsilon: float, delta: float, config: CaribouConfig, num_train: int) -> float:
+    r"""The one noise multiplier :math:`\sigma` that the encoder's DP-SGD, the aggregation
+    (:math:`\mu = \sqrt{\rho_K}/\sigma` for ``caribou``, :math:`\sqrt K/\sigma` for ``gap``)
+    and the head's DP-SGD share, so that their composition on unit ``"node"`` is
+    ``(epsilon, delta)``-DP, computed with the accountant's own composition."""
+    rate, steps = _dp_sgd_steps(num_train, config)
+    hops = {"caribou": contraction_factor(config.K, config.contraction), "gap": float(config.K), "mlp": 0.0}
+    rho = hops[config.method]
+    fits = 2 if config.encoder_dim is not None else 1
+
+    def epsilon_of(sigma: float) -> float:
+        acct = PrivacyAccountant()  # the fits share sigma, rate and length: one event for all their steps
+        acct.register(subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=rate, steps=fits * steps))
+        if rho > 0:
+            acct.register(gdp_event(unit=Unit.NODE, mu=math.sqrt(rho) / sigma, name="aggregation"))
+        return acct.epsilon(Unit.NODE, delta)
+
+    return calibrate_noise(epsilon_of, epsilon, min_scale=1e-3, max_scale=1e4, rtol=1e-6)
+
+
+def _check_node_bounds(data: Data, *, max_degree: Optional[int], num_nodes: Optional[int]) -> None:
+    """Refuse to run when the declared node-level bounds are false for ``data``.
+
+    Reading the private graph's degrees to refuse a run reveals whether the bounds hold
+    (one bit); bound the degrees beforehand so that they always do.
+    """
+    if max_degree is None or num_nodes is None:
+        raise ValueError("node level needs the public bounds `max_degree` and `num_nodes`")
+    degree = torch.bincount(data.edge_index[0], minlength=data.num_nodes)
+    if int(degree.max()) > max_degree:
+        raise ValueError(f"a node has degree {int(degree.max())} > the declared `max_degree`={max_degree}: "
+                         "bound the degrees first (drop edges), the sensitivity assumes the bound")
+    if data.num_nodes < num_nodes:
+        raise ValueError(f"`num_nodes`={num_nodes} must be a lower bound on the number of nodes ({data.num_nodes})")
+
+
+def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: float, level: str = "edge",
+                min_degree: int, max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
+                accountant: Optional[PrivacyAccountant] = None, seed: Optional[int] = None) -> CaribouResult:
+    """Train and evaluate one configuration on ``data`` (``x``, ``edge_index``, ``y`` and masks).
+
+    ``epsilon = math.inf`` runs without noise. ``min_degree`` (and at node level
+    ``max_degree``, ``num_nodes``) are the **public** bounds of
+    :class:`~pyg_private.nn.ContractiveGraphLayer`; at node level ``max_degree`` must
+    hold for ``data`` (bound the degrees first). ``seed`` fixes the initialisation and
+    the noise for reproducible experiments (it voids the guarantee). The releases are
+    charged to ``accountant`` (a fresh one when ``None``), returned in the result.
+    """
+    if level not in ("edge", "node"):
+        raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
+    if level == "node" and config.method == "gap":
+        raise ValueError("the GAP baseline here is edge-level only (GAP-NDP's accounting is disputed, spec §6)")
+    private = math.isfinite(epsilon)
+    acct = PrivacyAccountant() if accountant is None else accountant
+    gen = None
+    if seed is not None:
+        torch.manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)
+    x, y, edge_index = data.x.float(), data.y, data.edge_index
+    num_classes = int(y.max()) + 1
+    train = data.train_mask
+    node_private = private and level == "node"
+    if node_private:
+        _check_node_bounds(data, max_degree=max_degree, num_nodes=num_nodes)
+    sigma = node_level_noise_multiplier(epsilon=epsilon, delta=delta, config=config,
+                                        num_train=int(train.sum())) if node_private else 0.0
+
+    def fit(model: nn.Module, features: Tensor, name: str) -> nn.Module:
+        if node_private:
+            return fit_dp_sgd(model, features, y, train, noise_multiplier=sigma, accountant=acct, epochs=config.epochs,
+                              lr=config.lr, batch_size=config.batch_size, max_grad_norm=config.max_grad_norm,
+                              name=name, generator=gen)
+        return fit_full_batch(model, features, y, train, epochs=config.epochs, lr=config.lr,
+                              weight_decay=config.weight_decay)
+
+    # 1-2. edge-free encoder, rows on the ball
+    if config.encoder_dim is not None:
+        encoder = _mlp([x.size(1), config.hidden, config.encoder_dim], config, plain_last=False)
+        fit(nn.Sequential(encoder, nn.Linear(config.encoder_dim, num_classes)), x, "encoder")
+        with torch.no_grad():
+            x = encoder(x)
+    x0 = l2_row_normalize(x.detach(), mode=config.normalize)
+
+    # 3. the aggregation, computed once
+    noise_std = 0.0
+    multiplier = sigma
+    if config.method == "mlp":
+        z = x0
+    else:
+        noise = ({"noise_multiplier": sigma} if node_private else {"epsilon": epsilon, "delta": delta}) \
+            if private else {"noise_multiplier": 0.0}
+        if config.method == "caribou":
+            layer = ContractiveGraphLayer(config.K, config.contraction, config.alpha1, config.beta, level=level,
+                                          min_degree=min_degree, max_degree=max_degree, num_nodes=num_nodes,
+                                          accountant=acct if private else None, cached=True, generator=gen, **noise)
+            xk = layer(x0, edge_index).to(x0.dtype)
+            z = torch.cat([x0, xk], dim=-1) if config.use_x0 else xk
+            noise_std = layer.noise_std
+        else:
+            layer = GAPAggregation(config.K, accountant=acct if private else None, cached=True, generator=gen, **noise)
+            z = layer(x0, edge_index).to(x0.dtype)
+            noise_std = layer.noise_multiplier * layer.sensitivity
+        multiplier = layer.noise_multiplier
+
+    # 4. the head on the released features
+    head = fit(_mlp([z.size(1), config.hidden, num_classes], config), z, "head")
+    return CaribouResult(config=config, epsilon=epsilon, val_accuracy=accuracy(head, z, y, data.val_mask),
+                         test_accuracy=accuracy(head, z, y, data.test_mask), noise_std=noise_std,
+                         noise_multiplier=multiplier, accountant=acct)
+
+
+def config_grid(base: CaribouConfig, **choices: Sequence) -> list[CaribouConfig]:
+    """Every combination of ``choices`` (field name -> values) applied to ``base``."""
+    names = list(choices)
+    return [dataclasses.replace(base, **dict(zip(names, values)))
+            for values in itertools.product(*(choices[k] for k in names))]
+
+
+def search_caribou(datasets: Sequence[Data], grid: Iterable[CaribouConfig], *, epsilon: float, delta: float,
+                   seeds: Sequence[int], **kwargs) -> tuple[CaribouConfig, list[CaribouResult]]:
+    """The configuration of ``grid`` with the best mean validation accuracy over the runs
+    (``datasets[i]`` with ``seeds[i]``), and that configuration's runs.
+
+    **Not charged:** each candidate spends on its own fresh accountant; see the module notes.
+    """
+    best: Optional[tuple[float, CaribouConfig, list[CaribouResult]]] = None
+    for config in grid:
+        runs = [run_caribou(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
+                for d, s in zip(datasets, seeds)]
+        score = statistics.mean(r.val_accuracy for r in runs)
+        if best is None or score > best[0]:
+            best = (score, config, runs)
+    if best is None:
+        raise ValueError("`grid` is empty")
+    return best[1], best[2]

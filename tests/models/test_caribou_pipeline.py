@@ -1,0 +1,119 @@
+"""The CARIBOU recipe: what each method charges, node-level joint calibration, the search."""
+import math
+
+import pytest
+import torch
+
+from pyg_private import PrivacyAccountant, PrivacyBudgetExceeded
+from pyg_private.accounting import contraction_factor
+from pyg_private.datasets import load_chain
+from pyg_private.models import (CaribouConfig, config_grid, fit_dp_sgd, node_level_noise_multiplier, run_caribou,
+                                search_caribou)
+from pyg_private.nn import ContractiveGraphLayer
+
+FAST = dict(epochs=5, lr=1e-2)
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return load_chain("Chain-S", seed=0)
+
+
+def test_caribou_edge_level_charges_one_event_at_the_target(chain):
+    config = CaribouConfig("caribou", K=6, contraction=0.9, encoder_dim=None, normalize="clip", **FAST)
+    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=1, seed=0)
+    events = result.accountant.events
+    assert len(events) == 1 and events[0].unit.value == "edge"
+    layer = ContractiveGraphLayer(6, 0.9, min_degree=1, epsilon=2.0, delta=1e-2)
+    assert events[0].mu == pytest.approx(layer.mu)
+    assert result.noise_std == pytest.approx(layer.noise_std)
+    assert result.accountant.epsilon("edge", 1e-2) == pytest.approx(2.0, rel=1e-6)
+    assert result.accountant.epsilon("edge", 1e-2) <= 2.0 + 1e-9
+    assert 0.0 <= result.test_accuracy <= 1.0 and 0.0 <= result.val_accuracy <= 1.0
+
+
+def test_gap_charges_linear_composition_and_mlp_charges_nothing(chain):
+    gap = run_caribou(chain, CaribouConfig("gap", K=4, **FAST), epsilon=1.0, delta=1e-2, min_degree=1, seed=0)
+    (event,) = gap.accountant.events
+    assert event.mu == pytest.approx(math.sqrt(4) / gap.noise_multiplier)
+    assert gap.accountant.epsilon("edge", 1e-2) == pytest.approx(1.0, rel=1e-6)
+    mlp = run_caribou(chain, CaribouConfig("mlp", **FAST), epsilon=1.0, delta=1e-2, min_degree=1, seed=0)
+    assert len(mlp.accountant) == 0 and mlp.noise_std == 0.0
+
+
+@pytest.mark.parametrize("method", ["caribou", "gap"])
+def test_infinite_epsilon_is_noise_free_and_charges_nothing(chain, method):
+    config = CaribouConfig(method, K=3, encoder_dim=None, normalize="clip", **FAST)
+    a = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, min_degree=1, seed=0)
+    b = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, min_degree=1, seed=1)
+    assert len(a.accountant) == 0 and a.noise_std == 0.0
+    assert b.noise_std == 0.0
+
+
+def test_a_given_accountant_with_a_budget_refuses_an_overspend(chain):
+    acct = PrivacyAccountant(budget={"edge": (1.0, 1e-2)})
+    config = CaribouConfig("caribou", K=2, encoder_dim=None, **FAST)
+    run_caribou(chain, config, epsilon=1.0, delta=1e-2, min_degree=1, accountant=acct, seed=0)
+    with pytest.raises(PrivacyBudgetExceeded):
+        run_caribou(chain, config, epsilon=1.0, delta=1e-2, min_degree=1, accountant=acct, seed=0)
+    assert len(acct) == 1
+
+
+def test_node_level_shares_one_calibrated_multiplier(chain):
+    config = CaribouConfig("caribou", K=4, contraction=0.9, encoder_dim=4, hidden=8, epochs=3, lr=1e-2,
+                           batch_size=8)  # q = 1: Opacus' RDP of a subsampled Gaussian is slow for q < 1
+    num_train = int(chain.train_mask.sum())
+    sigma = node_level_noise_multiplier(epsilon=8.0, delta=1e-3, config=config, num_train=num_train)
+    result = run_caribou(chain, config, epsilon=8.0, delta=1e-3, level="node", min_degree=1, max_degree=2,
+                         num_nodes=48, seed=0)
+    acct = result.accountant
+    steps = config.epochs * math.ceil(num_train / config.batch_size)
+    names = [e.name for e in acct.events]
+    assert names.count("encoder") == steps and names.count("head") == steps  # one event per DP-SGD step
+    (agg,) = [e for e in acct.events if e.name == "contractive_graph_layer"]
+    assert agg.unit.value == "node" and agg.mu == pytest.approx(math.sqrt(contraction_factor(4, 0.9)) / sigma)
+    assert all(e.unit.value == "node" for e in acct.events)
+    assert acct.epsilon("node", 1e-3) <= 8.0 * (1 + 1e-6)
+    assert acct.epsilon("node", 1e-3) == pytest.approx(8.0, rel=1e-3)  # tight: the whole budget is used
+    assert result.noise_multiplier == pytest.approx(sigma)
+
+
+def test_node_level_rejects_gap_and_needs_the_bounds(chain):
+    with pytest.raises(ValueError, match="edge-level only"):
+        run_caribou(chain, CaribouConfig("gap", K=2, **FAST), epsilon=1.0, delta=1e-3, level="node", min_degree=1)
+    with pytest.raises(ValueError, match="max_degree"):
+        run_caribou(chain, CaribouConfig("caribou", K=2, **FAST), epsilon=1.0, delta=1e-3, level="node",
+                    min_degree=1)
+
+
+def test_dp_sgd_charges_every_step_and_stops_at_the_budget(chain):
+    acct = PrivacyAccountant(budget={"node": (3.0, 1e-3)})
+    model = torch.nn.Linear(5, 2)
+    before = model.weight.detach().clone()
+    with pytest.raises(PrivacyBudgetExceeded):
+        fit_dp_sgd(model, chain.x, chain.y, chain.train_mask, noise_multiplier=2.0, accountant=acct, epochs=50,
+                   batch_size=4)
+    spent = acct.epsilon("node", 1e-3)
+    assert 0 < spent <= 3.0 and 2 <= len(acct) < 100
+    assert not torch.equal(before, model.weight)  # the affordable steps were taken
+
+
+def test_search_selects_on_validation_and_returns_that_configs_runs(chain):
+    data = [load_chain("Chain-S", seed=s) for s in (0, 1)]
+    grid = config_grid(CaribouConfig("mlp", **FAST), hidden=(4, 8))
+    best, runs = search_caribou(data, grid, epsilon=1.0, delta=1e-2, seeds=(0, 1), min_degree=1)
+    assert best in grid and len(runs) == 2 and all(r.config == best for r in runs)
+    others = [run_caribou(d, c, epsilon=1.0, delta=1e-2, min_degree=1, seed=s)
+              for c in grid for d, s in zip(data, (0, 1))]
+    scores = {c: sum(r.val_accuracy for r in others if r.config == c) for c in grid}
+    assert scores[best] == max(scores.values())
+    with pytest.raises(ValueError, match="empty"):
+        search_caribou(data, [], epsilon=1.0, delta=1e-2, seeds=(0, 1), min_degree=1)
+
+
+def test_bad_config_raises():
+    with pytest.raises(ValueError, match="method"):
+        CaribouConfig("gcn")
+    with pytest.raises(ValueError, match="level"):
+        run_caribou(load_chain("Chain-S"), CaribouConfig(**FAST), epsilon=1.0, delta=1e-2, level="graph",
+                    min_degree=1)
