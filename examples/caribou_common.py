@@ -87,6 +87,7 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
                 "K": config.K if method != "mlp" else 0, "contraction": config.contraction if method == "caribou" else "",
                 "alpha1": config.alpha1 if method == "caribou" else "", "beta": config.beta if method == "caribou" else "",
                 "hidden": config.hidden, "encoder_dim": config.encoder_dim if config.encoder_dim else "raw",
+                "use_x0": config.use_x0,
                 "seconds": time.perf_counter() - start,
             }
             if method == "caribou" and math.isfinite(eps):  # what linear accounting of the same K hops would force
@@ -104,7 +105,7 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
 
 
 HEADER = (f"{'dataset':8s} {'eps':>4s} {'method':8s} {'mean':>6s} {'best':>6s} {'paper':>6s} {'p.best':>6s} "
-          f"{'spent':>7s} {'std':>6s}  selected (K, C_L, alpha1, beta, hidden, encoder)  runs")
+          f"{'spent':>7s} {'std':>6s}  selected (K, C_L, alpha1, beta, hidden, encoder, X0)  runs")
 
 
 def _format(row: dict) -> str:
@@ -113,7 +114,7 @@ def _format(row: dict) -> str:
     sel = f"K={row['K']}"
     if row["method"] == "CARIBOU":
         sel += f" C_L={row['contraction']} a1={row['alpha1']} b={row['beta']}"
-    sel += f" h={row['hidden']} enc={row['encoder_dim']}"
+    sel += f" h={row['hidden']} enc={row['encoder_dim']}" + ("" if row["use_x0"] else " noX0")
     linear = f" (linear: {row['noise_std_linear']:.2f})" if "noise_std_linear" in row else ""
     return (f"{row['dataset']:8s} {eps:>4s} {row['method']:8s} {row['test_mean']:6.1f} {row['test_best']:6.1f} "
             f"{row['paper_mean']:6.1f} {row['paper_best']:6.1f} {spent:>7s} {row['noise_std']:6.2f}  {sel}  "

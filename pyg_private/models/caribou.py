@@ -12,7 +12,8 @@ r"""The CARIBOU node-classification recipe and its baselines, in one code path.
    :math:`[\mathbf{X}^{(0)} \| \mathbf{X}^{(K)}]`; ``"gap"``:
    :class:`~pyg_private.nn.GAPAggregation`, all hops
    :math:`[\mathbf{X}^{(0)} \| \cdots \| \mathbf{X}^{(K)}]`; ``"mlp"``: :math:`\mathbf{X}^{(0)}` only;
-4. a **head MLP** on those features (full-batch Adam under edge-level DP; DP-SGD under
+4. a **head** on those features, GAP's: one MLP per block (``X^(0)``, ``X^(K)``, each hop),
+   concatenated, then an MLP (full-batch Adam under edge-level DP; DP-SGD under
    node-level DP, the aggregation being a released, public input by then).
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
@@ -65,8 +66,10 @@ class CaribouConfig:
         epochs, lr, weight_decay, dropout: Adam's epochs, learning rate and weight decay,
             and the dropout of the hidden layers, for the encoder and the head.
         batch_size, max_grad_norm: DP-SGD's (node level only).
-        use_x0: give the head :math:`\mathbf{X}^{(0)}` next to the aggregation (``caribou``;
-            ``False`` shows what the private aggregation alone carries).
+        use_x0: give the head :math:`\mathbf{X}^{(0)}` next to the aggregation. ``False``
+            leaves it out: the encoder fits the training nodes' embeddings almost perfectly,
+            so a head trained on the same nodes may learn to ignore the aggregation (on Cora
+            without noise: 63.6% with :math:`\mathbf{X}^{(0)}`, 82.7% without).
     """
 
     method: Method = "caribou"
@@ -105,6 +108,22 @@ class CaribouResult:
 
 def _mlp(channels: list[int], config: CaribouConfig, plain_last: bool = True) -> nn.Module:
     return MLP(channels, act="selu", norm=None, dropout=float(config.dropout), plain_last=plain_last)
+
+
+class MultiInputHead(nn.Module):
+    """GAP's classification module: one MLP per input block (``X^(0)``, ``X^(K)``, or every
+    hop), their outputs concatenated, then a final MLP."""
+
+    def __init__(self, num_blocks: int, block_channels: int, config: CaribouConfig, out_channels: int) -> None:
+        super().__init__()
+        self.block_channels = block_channels
+        self.blocks = nn.ModuleList(_mlp([block_channels, config.hidden], config, plain_last=False)
+                                    for _ in range(num_blocks))
+        self.combine = _mlp([num_blocks * config.hidden, config.hidden, out_channels], config)
+
+    def forward(self, z: Tensor) -> Tensor:
+        parts = z.split(self.block_channels, dim=-1)
+        return self.combine(torch.cat([block(p) for block, p in zip(self.blocks, parts)], dim=-1))
 
 
 def _dp_sgd_steps(num_train: int, config: CaribouConfig) -> tuple[float, int]:
@@ -214,11 +233,14 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
         else:
             layer = GAPAggregation(config.K, accountant=acct if private else None, cached=True, generator=gen, **noise)
             z = layer(x0, edge_index).to(x0.dtype)
+            z = z if config.use_x0 else z[:, x0.size(1):]
             noise_std = layer.noise_multiplier * layer.sensitivity
         multiplier = layer.noise_multiplier
 
     # 4. the head on the released features
-    head = fit(_mlp([z.size(1), config.hidden, num_classes], config), z, "head")
+    blocks = z.size(1) // x0.size(1)
+    head = fit(MultiInputHead(blocks, x0.size(1), config, num_classes) if blocks > 1
+               else _mlp([z.size(1), config.hidden, num_classes], config), z, "head")
     return CaribouResult(config=config, epsilon=epsilon, val_accuracy=accuracy(head, z, y, data.val_mask),
                          test_accuracy=accuracy(head, z, y, data.test_mask), noise_std=noise_std,
                          noise_multiplier=multiplier, accountant=acct)

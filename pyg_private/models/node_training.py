@@ -75,11 +75,9 @@ def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_mu
         for _ in range(int(epochs)):
             for xb, yb in private_loader:
                 private_opt.zero_grad()
-                if xb.numel() == 0:  # an empty Poisson batch still takes a (noise-only) step
-                    out = private_model(x[mask][:0])
-                    loss = out.sum() * 0.0
-                else:
-                    loss = F.cross_entropy(private_model(xb), yb)
+                out = private_model(xb)
+                # an empty Poisson batch still takes a step (noise only), with a zero loss
+                loss = F.cross_entropy(out, yb) if len(yb) else out.sum() * 0.0
                 loss.backward()
                 private_opt.step()
     model.eval()

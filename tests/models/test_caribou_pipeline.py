@@ -117,3 +117,34 @@ def test_bad_config_raises():
     with pytest.raises(ValueError, match="level"):
         run_caribou(load_chain("Chain-S"), CaribouConfig(**FAST), epsilon=1.0, delta=1e-2, level="graph",
                     min_degree=1)
+
+
+def test_dp_sgd_survives_empty_poisson_batches(chain):
+    # rate 1/8 on 8 training nodes: about a third of the batches are empty, each still one noisy step
+    acct = PrivacyAccountant()
+    model = torch.nn.Linear(5, 2)
+    fit_dp_sgd(model, chain.x, chain.y, chain.train_mask, noise_multiplier=1.0, accountant=acct, epochs=3,
+               batch_size=1, generator=torch.Generator().manual_seed(0))
+    assert len(acct) == 3 * 8 and all(e.params["sample_rate"] == 1 / 8 for e in acct.events)
+
+
+def test_head_blocks_and_use_x0(chain, monkeypatch):
+    """The head gets one block per released matrix: [X0, X^K] (2), X^K alone (1), GAP's hops."""
+    import pyg_private.models.caribou as recipe
+
+    seen = []
+    original = recipe.fit_full_batch
+
+    def spy(model, features, *args, **kwargs):
+        seen.append((type(model).__name__, features.size(1), len(getattr(model, "blocks", []))))
+        return original(model, features, *args, **kwargs)
+
+    monkeypatch.setattr(recipe, "fit_full_batch", spy)
+    raw = dict(encoder_dim=None, normalize="clip", **FAST)
+    for method, use_x0, expected in (("caribou", True, ("MultiInputHead", 10, 2)), ("caribou", False, ("MLP", 5, 0)),
+                                     ("gap", True, ("MultiInputHead", 20, 4)), ("gap", False, ("MultiInputHead", 15, 3)),
+                                     ("mlp", True, ("MLP", 5, 0))):
+        seen.clear()
+        run_caribou(chain, CaribouConfig(method, K=3, use_x0=use_x0, **raw), epsilon=4.0, delta=1e-2, min_degree=1,
+                    seed=0)
+        assert seen[-1] == expected, (method, use_x0)
