@@ -44,6 +44,13 @@ from .report import AccountantReport
 from .subsampled_gaussian import subsampled_gaussian_rdp
 from .tracking import charge
 from .units import Unit, as_unit
+from .objective_perturbation import (
+    GCON_LOSSES,
+    ObjectivePerturbationCalibration,
+    appr_sensitivity,
+    calibrate_objective_perturbation,
+    loss_constants,
+)
 
 __all__ = [
     # the accountant
@@ -99,4 +106,10 @@ __all__ = [
     "calibrate_noise",
     "lazy_ppr_epsilon",
     "lazy_ppr_noise_scale",
+    # GCON objective perturbation
+    "GCON_LOSSES",
+    "loss_constants",
+    "appr_sensitivity",
+    "ObjectivePerturbationCalibration",
+    "calibrate_objective_perturbation",
 ]

@@ -2,5 +2,6 @@
 from .edge_flipping import flip_edges
 from .gaussian import GaussianMechanism
 from .laplace import LaplaceMechanism
+from .objective_noise import sample_objective_noise
 
-__all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges"]
+__all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges", "sample_objective_noise"]

@@ -34,7 +34,7 @@ import itertools
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Mapping, Optional, Sequence
+from typing import Iterable, Literal, Optional, Sequence
 
 import torch
 from torch import Tensor, nn

@@ -5,6 +5,7 @@ from .lazy_ppr import lazy_ppr, seed_matrix
 from .push_flow import push_flow_cap_ppr
 from .seed_restored_ppr import lazy_ppr_restoring_seed_edges
 from .projections import project_l1_ball, project_simplex
+from .appr import appr_propagate
 
 __all__ = [
     "check_edge_index",
@@ -18,4 +19,5 @@ __all__ = [
     "seed_matrix",
     "push_flow_cap_ppr",
     "lazy_ppr_restoring_seed_edges",
+    "appr_propagate",
 ]

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor
 from torch_geometric.typing import SparseTensor
 
-__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "normalized_adjacency_csr"]
+__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "normalized_adjacency_csr",
+           "power_normalized_adjacency_csr"]
 
 
 def adjacency_csr(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
@@ -102,3 +103,45 @@ def _csr(crow: Tensor, col: Tensor, values: Tensor) -> Tensor:
 def inverse_degree(deg: Tensor) -> Tensor:
     """:math:`1/d`, and 0 for isolated nodes (their mass is not spread, never divided by 0)."""
     return torch.where(deg > 0, 1.0 / deg.clamp_min(1.0), torch.zeros_like(deg))
+
+
+def power_normalized_adjacency_csr(crow: Tensor, col: Tensor, *, r: float = 0.0, self_loops: bool = True,
+                                   weight: float = 1.0,
+                                   dtype: torch.dtype = torch.float64) -> tuple[Tensor, Optional[Tensor]]:
+    r"""The normalisation :math:`w\,\tilde{\mathbf{A}} = w\,\mathbf{D}^{r-1}\hat{\mathbf{A}}\mathbf{D}^{-r}`
+    of a simple graph's CSR arrays, with :math:`\hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}`
+    (``self_loops=True``) or :math:`\mathbf{A}`, and :math:`\mathbf{D}` the degree matrix of
+    :math:`\hat{\mathbf{A}}`.
+
+    Returns the CSR matrix :math:`w\,\mathbf{D}^{r-1}\mathbf{A}\mathbf{D}^{-r}` (entry
+    :math:`(i, j)` is :math:`w\,d_i^{r-1} d_j^{-r}`) and the self-loop term as a diagonal
+    column ``[N, 1]``, :math:`w\,\mathbf{D}^{-1}` (``None`` without self-loops), so that
+    :math:`w\,\tilde{\mathbf{A}}\mathbf{x}` is ``adj @ x + diag * x``. ``r = 0`` with
+    self-loops is the row-stochastic :math:`\mathbf{D}^{-1}(\mathbf{A} + \mathbf{I})`,
+    ``r = 1/2`` the symmetric normalisation.
+
+    An isolated node has degree 0 without self-loops; every power of that 0 is taken as 0.
+    Its row and column of :math:`\mathbf{A}` are empty, so this only fixes what the
+    documentation says, not a stored value: :math:`\tilde{\mathbf{A}}\mathbf{x}` is 0 there,
+    never a division by 0. The degree powers are computed in float64 and then cast to
+    ``dtype``. No sort: the column order of the input is kept.
+    """
+    counts = crow.diff()
+    deg = counts.to(torch.float64)
+    isolated = None
+    if self_loops:
+        deg.add_(1.0)
+    elif bool((counts == 0).any()):
+        isolated = counts == 0
+
+    def power(p: float) -> Tensor:  # d**p, and 0 for a zero degree (where pow gives inf, or 1 for p = 0)
+        out = deg.pow(p)
+        return out if isolated is None else out.masked_fill_(isolated, 0.0)
+
+    r = float(r)
+    left = power(r - 1.0).mul_(weight).to(dtype)  # w d_i^(r-1), per row
+    values = left.repeat_interleave(counts, output_size=col.numel())
+    if r != 0.0:  # d_j^(-r) = 1 for r = 0 (every d_j of a stored entry is positive)
+        values.mul_(power(-r).to(dtype)[col])
+    diag = deg.reciprocal().mul_(weight).to(dtype).unsqueeze(-1) if self_loops else None  # w d_i^(r-1) d_i^(-r)
+    return _csr(crow, col, values), diag

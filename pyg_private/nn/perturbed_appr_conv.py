@@ -1,0 +1,209 @@
+r"""GCON: an APPR propagation and a linear head trained by objective perturbation."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from ..accounting import PrivacyAccountant, approximate_dp_event, charge
+from ..accounting.objective_perturbation import (
+    ObjectivePerturbationCalibration,
+    appr_sensitivity,
+    calibrate_objective_perturbation,
+    loss_constants,
+)
+from ..accounting.validation import check_delta, check_epsilon, check_non_negative
+from ..mechanisms.objective_noise import sample_objective_noise
+from ..utils.appr import appr_propagate
+from ..utils.newton_solver import solve_separable_ridge
+from ..utils.separable_loss import SeparableLoss
+from ._sparse_propagation import SparsePropagation
+
+__all__ = ["PerturbedAPPRConv", "GCONFit"]
+
+Steps = Union[int, float, Sequence[Union[int, float]]]
+
+
+@dataclass
+class GCONFit:
+    """What one private fit did (the noise ``B`` and its seed are not kept)."""
+
+    calibration: ObjectivePerturbationCalibration
+    grad_norm: float
+    iterations: int
+    converged: bool
+    num_rows: int
+
+
+class PerturbedAPPRConv(SparsePropagation):
+    r"""Edge-private GCN by objective perturbation (GCON), from `"GCON: Differentially Private
+    Graph Convolutional Network via Objective Perturbation"
+    <https://arxiv.org/abs/2407.05034>`_ (Wei et al.), Algorithm 1.
+
+    **Propagation** (Eqs. 9-11): with :math:`\tilde{\mathbf{A}} = \mathbf{D}^{-1}(\mathbf{A}+\mathbf{I})`
+    (row-stochastic, self-loops; not PyG's symmetric ``gcn_norm``),
+
+    .. math::
+        \mathbf{R}_m = \alpha\sum_{i=0}^{m-1}(1-\alpha)^i\tilde{\mathbf{A}}^i + (1-\alpha)^m\tilde{\mathbf{A}}^m,
+        \qquad \mathbf{R}_\infty = \alpha\big(\mathbf{I} - (1-\alpha)\tilde{\mathbf{A}}\big)^{-1},
+        \qquad \mathbf{Z} = \tfrac1s\big[\mathbf{R}_{m_1}\mathbf{X} \,\|\, \cdots \,\|\, \mathbf{R}_{m_s}\mathbf{X}\big],
+
+    deterministic and cached; input rows must lie in the unit ball (:class:`~pyg_private.transforms.L2RowNormalize`).
+    Its edge sensitivity :math:`\Psi(\mathbf{Z})` (Lemma 2) is ``layer.sensitivity``.
+
+    **Head** (Eqs. 13-15): a bias-free :math:`\Theta \in \mathbb{R}^{d\times c}` minimising
+
+    .. math::
+        \frac1{n_1}\sum_{i}\sum_j \ell(\mathbf{z}_i^\top\theta_j; y_{ij})
+        + \frac{\Lambda + \Lambda'}{2}\lVert\Theta\rVert_F^2 + \frac1{n_1}\langle \mathbf{B}, \Theta\rangle,
+
+    with :math:`\Lambda` raised and :math:`\Lambda'` added as Theorem 1 (Eqs. 17-24) requires,
+    and :math:`\mathbf{B}` drawn once per :meth:`fit` (per column: Gamma(:math:`d`, :math:`\beta`)
+    radius, uniform direction). :meth:`fit` is one :math:`(\epsilon, \delta)` release on unit
+    ``"edge"``, registered before ``B`` is drawn; the strongly convex problem is solved by
+    damped Newton in float64 to gradient norm ``tol`` (reported: the proof assumes the exact
+    minimiser). ``B`` and its seed are not stored.
+
+    **Inference** (:meth:`forward`): ``mode="public"`` propagates fully (a public graph);
+    ``mode="private"`` uses one hop :math:`(1-\alpha_I)\tilde{\mathbf{A}} + \alpha_I\mathbf{I}` per
+    block (Eq. 16): each node's prediction then uses only its own edges. That argument is
+    **outside formal DP**: releasing many nodes' predictions to one party leaks their
+    edges; it holds only when each node sees its own prediction alone.
+
+    Args:
+        in_channels (int): width :math:`d_1` of the (encoded, unit-ball) features.
+        out_channels (int): number of classes :math:`c`.
+        alpha (float): restart probability :math:`\alpha \in (0, 1]`.
+        steps (int | inf | sequence): :math:`m` or :math:`(m_1, \dots, m_s)`; ``math.inf`` is PPR.
+        epsilon, delta (float): the fit's budget; :math:`0 < \delta < 1` (objective
+            perturbation cannot give pure DP).
+        regularization (float): :math:`\Lambda` before raising. (default: :obj:`0.2`)
+        loss (str): ``"soft_margin"`` or ``"pseudo_huber"`` (with ``huber_delta``).
+        omega (float): budget split :math:`\omega`. (default: :obj:`0.9`)
+        alpha_inference (float, optional): :math:`\alpha_I` (default :math:`\alpha`).
+        tol (float): solver tolerance on the gradient norm; propagation tolerance for ``inf``.
+        cached (bool): keep the propagation for the same graph and features. (default: :obj:`True`)
+        accountant (PrivacyAccountant, optional): charged at every fit.
+        generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, *, alpha: float, steps: Steps = 2,
+                 epsilon: float, delta: float, regularization: float = 0.2,
+                 loss: Literal["soft_margin", "pseudo_huber"] = "soft_margin", huber_delta: Optional[float] = None,
+                 omega: float = 0.9, alpha_inference: Optional[float] = None, tol: float = 1e-10,
+                 cached: bool = True, accountant: Optional[PrivacyAccountant] = None,
+                 generator: Optional[torch.Generator] = None, name: str = "perturbed_appr_conv") -> None:
+        super().__init__()
+        if not (isinstance(in_channels, int) and in_channels > 0 and isinstance(out_channels, int) and out_channels > 1):
+            raise ValueError("`in_channels` must be a positive int and `out_channels` (classes) an int >= 2")
+        if not 0 < alpha <= 1:
+            raise ValueError(f"`alpha` must lie in (0, 1]; got {alpha!r}")
+        self.in_channels, self.out_channels, self.alpha = in_channels, out_channels, float(alpha)
+        self.steps = tuple(steps) if isinstance(steps, (list, tuple)) else (steps,)
+        self.sensitivity = appr_sensitivity(self.alpha, list(self.steps))  # validates the steps
+        self.epsilon = check_epsilon(epsilon)
+        if delta is None or delta == 0:
+            raise ValueError("objective perturbation needs delta > 0 (its tail bound, Lemma 9, spends delta)")
+        self.delta = check_delta(delta)
+        self.regularization = check_non_negative(regularization, "regularization")
+        self.loss = SeparableLoss(loss, out_channels, huber_delta)
+        self.constants = loss_constants(loss, out_channels, huber_delta)
+        self.omega = float(omega)
+        self.alpha_inference = self.alpha if alpha_inference is None else float(alpha_inference)
+        if not 0 < self.alpha_inference <= 1:
+            raise ValueError(f"`alpha_inference` must lie in (0, 1]; got {alpha_inference!r}")
+        self.tol, self.cached, self.accountant, self.generator, self.name = tol, cached, accountant, generator, name
+        self.weight: Optional[Tensor] = None
+        self.last_fit: Optional[GCONFit] = None
+
+    @property
+    def out_features(self) -> int:
+        """Width :math:`d = s\\,d_1` of :math:`\\mathbf{Z}`."""
+        return len(self.steps) * self.in_channels
+
+    def reset_parameters(self) -> None:
+        """Forget the trained head and the cached propagation."""
+        super().reset_parameters()
+        self.weight, self.last_fit = None, None
+
+    def propagation(self, x: Tensor, edge_index: Any) -> Tensor:
+        """:math:`\\mathbf{Z}` (Eq. 11), deterministic; cached with ``cached=True``."""
+        _check_ball(x, self.in_channels)
+        if self.cached and self._cache is not None:
+            c_x, c_graph, c_z = self._cache
+            if c_graph is edge_index and c_x.shape == x.shape and torch.equal(c_x, x):
+                return c_z
+        z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10))
+        if self.cached:
+            self._cache = (x.detach().clone(), edge_index, z)
+        return z
+
+    def calibration(self, num_rows: int) -> ObjectivePerturbationCalibration:
+        """Theorem 1's quantities for a fit on ``num_rows`` loss rows."""
+        c1, c2, c3 = self.constants
+        return calibrate_objective_perturbation(
+            epsilon=self.epsilon, delta=self.delta, dim=self.out_features, num_classes=self.out_channels,
+            num_rows=num_rows, sensitivity=self.sensitivity, loss_constants=(c1, c2, c3),
+            regularization=self.regularization, omega=self.omega)
+
+    def fit(self, x: Tensor, edge_index: Any, y: Tensor, mask: Optional[Tensor] = None) -> GCONFit:
+        """Train the head privately on the rows in ``mask`` (all nodes when ``None``).
+
+        ``y`` holds class indices; labels of unlabelled nodes may be pseudo-labels, but
+        only from an edge-free encoder (anything that saw edges would leak them).
+        """
+        z = self.propagation(x, edge_index)
+        mask = torch.ones(z.size(0), dtype=torch.bool) if mask is None else mask
+        if mask.dtype != torch.bool or mask.numel() != z.size(0) or not bool(mask.any()):
+            raise ValueError("`mask` must be a non-empty boolean node mask")
+        if y.dim() != 1 or y.numel() != z.size(0) or int(y[mask].min()) < 0 or int(y[mask].max()) >= self.out_channels:
+            raise ValueError(f"`y` must hold a class index in [0, {self.out_channels}) for every node")
+        rows = int(mask.sum())
+        cal = self.calibration(rows)
+        params = {k: v for k, v in vars(cal).items() if isinstance(v, (int, float, str))}
+        charge(self.accountant, approximate_dp_event(unit="edge", epsilon=self.epsilon, delta=self.delta,
+                                                     name=self.name, mechanism="objective_perturbation",
+                                                     params=params), self)  # before B is drawn
+        noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=self.generator)
+        targets = torch.nn.functional.one_hot(y[mask], self.out_channels).to(torch.float64)
+        sol = solve_separable_ridge(z[mask], targets, self.loss, regularization=cal.Lambda + cal.Lambda_prime,
+                                    linear_term=noise, tol=self.tol)
+        del noise  # never stored with the model
+        self.weight = sol.theta
+        self.last_fit = GCONFit(calibration=cal, grad_norm=sol.grad_norm, iterations=sol.iterations,
+                                converged=sol.converged, num_rows=rows)
+        return self.last_fit
+
+    def forward(self, x: Tensor, edge_index: Any, mode: Literal["private", "public"] = "private") -> Tensor:
+        """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head."""
+        if self.weight is None:
+            raise RuntimeError("call fit(...) first")
+        if mode == "public":
+            z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10))
+        elif mode == "private":
+            _check_ball(x, self.in_channels)
+            one_hop = appr_propagate(x, edge_index, alpha=self.alpha_inference, steps=1)
+            z = torch.cat([x.to(one_hop.dtype) if m == 0 else one_hop for m in self.steps], dim=-1)
+        else:
+            raise ValueError(f"`mode` must be 'private' or 'public'; got {mode!r}")
+        return z.to(torch.float64) @ self.weight
+
+    def __repr__(self) -> str:
+        steps = ",".join("inf" if math.isinf(m) else str(m) for m in self.steps)
+        return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, alpha={self.alpha:g}, "
+                f"steps=({steps}), epsilon={self.epsilon:g}, delta={self.delta:g}, "
+                f"regularization={self.regularization:g}, loss={self.loss.name!r})")
+
+
+def _check_ball(x: Tensor, channels: int) -> None:
+    if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) != channels:
+        raise ValueError(f"`x` must be a [N, {channels}] feature matrix")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("`x` contains NaN or infinite values")
+    norms = x.to(torch.float64).norm(dim=1)
+    if bool((norms > 1 + 1e-6).any()):
+        raise ValueError(f"rows of `x` must lie in the unit L2 ball (largest norm {float(norms.max()):.4g}); "
+                         "apply L2RowNormalize first")

@@ -1,0 +1,216 @@
+r"""Deterministic approximate personalized PageRank (APPR / PPR) propagation.
+
+The propagation core that GCON's ``PerturbedAPPRConv`` (``specs/gcon.md`` §2.2, §2.6) and
+PrivGE's PPR embedding (``specs/privge.md`` §3.1) share. With
+:math:`\hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}` (``self_loops=True``) or :math:`\mathbf{A}`,
+:math:`\mathbf{D}` the degree matrix of :math:`\hat{\mathbf{A}}` and
+
+.. math::
+    \tilde{\mathbf{A}} = \mathbf{D}^{r-1}\hat{\mathbf{A}}\mathbf{D}^{-r},
+
+the APPNP recursion :math:`\mathbf{H}_0 = \mathbf{X}`,
+:math:`\mathbf{H}_k = (1-\alpha)\tilde{\mathbf{A}}\mathbf{H}_{k-1} + \alpha\mathbf{X}`, run
+:math:`m` times, gives :math:`\mathbf{R}_m\mathbf{X}` (GCON Eq. 4 and 9):
+
+.. math::
+    \mathbf{R}_0 = \mathbf{I}, \qquad
+    \mathbf{R}_m = \alpha\sum_{i=0}^{m-1}(1-\alpha)^i\tilde{\mathbf{A}}^i + (1-\alpha)^m\tilde{\mathbf{A}}^m,
+    \qquad
+    \mathbf{R}_\infty = \alpha\big(\mathbf{I} - (1-\alpha)\tilde{\mathbf{A}}\big)^{-1}.
+
+GCON uses ``r = 0`` with self-loops, the row-stochastic :math:`\mathbf{D}^{-1}(\mathbf{A} + \mathbf{I})`
+(not PyG's symmetric ``gcn_norm``); PrivGE uses ``r`` in [0, 1] without self-loops. For every
+``r``, :math:`\tilde{\mathbf{A}} = \mathbf{D}^{r}(\mathbf{D}^{-1}\hat{\mathbf{A}})\mathbf{D}^{-r}` is
+similar to a row-stochastic matrix, so its spectral radius is at most 1 and the series
+converges for every :math:`\alpha \in (0, 1]`.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any, Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from ..accounting.validation import check_probability
+from .adjacency import csr_indices, power_normalized_adjacency_csr, simple_undirected_csr
+from .graph_validation import adjacency_to_edge_index, simple_undirected
+
+__all__ = ["appr_propagate"]
+
+Steps = Union[int, float, Sequence[Union[int, float]]]
+
+#: the stopping tolerance of ``steps=inf`` is raised to this many units of roundoff of the
+#: iterate's largest entry: below that, the iterates of that dtype change by rounding alone
+_ROUNDING_FLOOR = 8
+
+
+@torch.no_grad()
+def appr_propagate(x: Tensor, edge_index_or_adj: Any, *, alpha: float, steps: Steps, r: float = 0.0,
+                   self_loops: bool = True, num_nodes: Optional[int] = None, tol: float = 1e-10,
+                   max_iter: int = 10_000, symmetrize: bool = False) -> Tensor:
+    r"""Return :math:`\mathbf{R}_m\mathbf{X}` (see the module docstring), or for a sequence of
+    step counts :math:`(m_1, \dots, m_s)` the concatenation (GCON Eq. 11)
+
+    .. math::
+        \mathbf{Z} = \tfrac1s\big[\mathbf{R}_{m_1}\mathbf{X} \,\|\, \cdots \,\|\, \mathbf{R}_{m_s}\mathbf{X}\big]
+        \in \mathbb{R}^{N \times sF},
+
+    whose blocks follow the order given, all computed in one pass of the recursion (the
+    iterate is stored at every requested step count; ``inf`` is reached last).
+
+    Args:
+        x (Tensor): node features ``[N, F]``, finite. float32 and float64 are computed and
+            returned in their dtype; any other real dtype in float64.
+        edge_index_or_adj: the graph, an undirected unweighted simple graph (no self-loop,
+            no duplicate edge, both directions stored): ``edge_index`` ``[2, E]``, a
+            ``torch.sparse`` adjacency (CSR already in canonical form, i.e. sorted columns
+            and all values 1, is taken as it is) or a ``torch_sparse.SparseTensor``.
+        alpha (float): restart probability in :math:`(0, 1]`; ``alpha = 1`` returns ``x``.
+        steps: :math:`m`, an integer :math:`\ge 0` or ``math.inf``; or a non-empty sequence
+            of them.
+        r (float): convolution coefficient in :math:`[0, 1]` of
+            :math:`\mathbf{D}^{r-1}\hat{\mathbf{A}}\mathbf{D}^{-r}`. (default: :obj:`0`)
+        self_loops (bool): :math:`\hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}` (GCON) or
+            :math:`\mathbf{A}` (PrivGE). Without self-loops an isolated node has degree 0;
+            every power of that 0 is taken as 0, so :math:`\tilde{\mathbf{A}}\mathbf{X}` is 0
+            there and the node's output is :math:`\alpha\mathbf{x}` for :math:`m \ge 1`
+            (:math:`\mathbf{x}` for :math:`m = 0`). (default: :obj:`True`)
+        num_nodes (int, optional): must equal ``x.size(0)`` when given.
+        tol (float): ``steps=inf`` stops at the first iterate whose largest absolute change
+            is at most ``tol``, raised where needed to ``8 * eps(dtype) * max|H_k|`` (about
+            ``1e-6 * max|H_k|`` in float32): near the fixed point the iterates keep changing
+            by up to about one unit of roundoff, so a smaller ``tol`` (such as the default in
+            float32) could never be met. ``tol=0`` iterates to that floor. The error left is
+            at most :math:`\frac{1-\alpha}{\alpha}` times the last change in the max norm for
+            ``r = 0`` (row-stochastic :math:`\tilde{\mathbf{A}}`). (default: :obj:`1e-10`)
+        max_iter (int): ``steps=inf`` raises a ``RuntimeError`` if it has not converged after
+            this many iterations. (default: :obj:`10000`)
+        symmetrize (bool): symmetrise a directed graph (and drop self-loops and duplicate
+            edges) instead of raising. (default: :obj:`False`)
+
+    The result is computed without autograd (detached from ``x``). Each step is one
+    sparse-dense product with :math:`(1-\alpha)` and the degree powers folded
+    into the CSR values, plus the self-loop diagonal and the restart term added in place.
+    """
+    alpha = check_probability(alpha, "alpha", low_open=True)
+    r = check_probability(r, "r")
+    step_list, single = _check_steps(steps)
+    tol = _check_tol(tol)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
+        raise ValueError(f"`max_iter` must be an integer >= 1; got {max_iter!r}")
+    if not isinstance(x, Tensor) or x.dim() != 2:
+        raise ValueError(f"`x` must be a node feature matrix of shape [N, F]; got "
+                         f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+    if x.is_complex():
+        raise TypeError("`x` must be real; got a complex tensor")
+    n = x.size(0)
+    if num_nodes is not None and int(num_nodes) != n:
+        raise ValueError(f"`num_nodes` is {num_nodes} but `x` has {n} rows")
+    if n == 0:
+        raise ValueError("the graph is empty (`x` has no rows)")
+    dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float64
+    x = x.detach().to(dtype)
+    if x.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(x))).all()):
+        raise ValueError("`x` contains NaN or infinite values")
+
+    crow, col = _graph_csr(edge_index_or_adj, n, symmetrize)
+    crow, col = crow.to(x.device), col.to(x.device)
+
+    finite = sorted({m for m in step_list if not math.isinf(m)})
+    wanted_inf = any(math.isinf(m) for m in step_list)
+    last = finite[-1] if finite else 0
+    results: dict[float, Tensor] = {0: x} if 0 in finite else {}
+    if alpha == 1.0 or x.size(1) == 0 or (last == 0 and not wanted_inf):  # R_m = I for alpha = 1; nothing to run
+        results = {m: x for m in step_list}
+    else:
+        results.update(_recursion(x, crow, col, alpha=alpha, r=r, self_loops=self_loops, stops=set(finite),
+                                  last=last, until_converged=wanted_inf, tol=tol, max_iter=int(max_iter)))
+    if single:
+        out = results[step_list[0]]
+        return out.clone() if out is x else out
+    return torch.cat([results[m] for m in step_list], dim=1).div_(len(step_list))
+
+
+def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, self_loops: bool,
+               stops: set, last: int, until_converged: bool, tol: float, max_iter: int) -> dict:
+    """Run H_k = (1 - alpha) Ã H_{k-1} + alpha X; return {k: H_k} for k in ``stops`` (and inf)."""
+    adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=1.0 - alpha,
+                                               dtype=x.dtype)
+    restart = x * alpha
+    buffers = (torch.empty_like(x), torch.empty_like(x))
+    floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
+    found: dict = {}
+    h = x
+    k = 0
+    while True:
+        k += 1
+        out = buffers[k % 2]  # never h, which lies in the other buffer (or is x)
+        torch.addmm(restart, adj, h, out=out)
+        if diag is not None:
+            out.addcmul_(h, diag)
+        if k in stops:  # a copy, unless it is the last iterate computed
+            found[k] = out if k == last and not until_converged else out.clone()
+        if until_converged and k >= last:
+            diff = h.sub(out) if h is x else h.sub_(out)  # h is not needed any more (a stored one is a copy)
+            change = float(torch.linalg.vector_norm(diff, math.inf))
+            if change <= max(tol, floor * float(torch.linalg.vector_norm(out, math.inf))):
+                found[math.inf] = out if k not in stops else found[k]
+                return found
+            if k >= max_iter:
+                raise RuntimeError(
+                    f"appr_propagate(steps=inf) did not converge in max_iter={max_iter} iterations: the largest "
+                    f"change of the last one is {change:.3g} > tol={tol:g} (alpha={alpha:g}; the change shrinks "
+                    f"by about 1 - alpha per iteration). Raise `max_iter` or `tol`, or use a finite `steps`.")
+        elif k >= last:
+            return found
+        h = out
+
+
+def _graph_csr(adj: Any, n: int, symmetrize: bool) -> tuple[Tensor, Tensor]:
+    """``(crow, col)`` of the validated undirected simple graph on ``n`` nodes."""
+    graph = simple_undirected_csr(adj, n)  # a sparse input already simple, undirected and canonical: as it is
+    if graph is not None:
+        return graph
+    ei, m = adjacency_to_edge_index(adj, n, name="edge_index_or_adj")
+    if m != n:
+        raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
+    ei, _ = simple_undirected(ei, n, symmetrize=symmetrize, name="edge_index_or_adj")
+    return csr_indices(ei, n)
+
+
+def _check_steps(steps: Any) -> tuple[list, bool]:
+    """``([m_1, ..., m_s], single)``: every m an int >= 0 or ``math.inf``."""
+    single = isinstance(steps, (Real, str, bytes)) or (isinstance(steps, Tensor) and steps.dim() == 0)
+    if single:
+        items = [steps]
+    else:
+        try:
+            items = list(steps.tolist() if isinstance(steps, Tensor) else steps)
+        except TypeError:
+            raise TypeError(f"`steps` must be a non-negative integer, math.inf, or a sequence of them; got "
+                            f"{type(steps).__name__}") from None
+    if not items:
+        raise ValueError("`steps` must be a non-negative integer, math.inf, or a non-empty sequence of them")
+    out = []
+    for m in items:
+        if isinstance(m, Tensor) and m.dim() == 0:
+            m = m.item()
+        if isinstance(m, bool) or not isinstance(m, Real) or math.isnan(float(m)):
+            raise TypeError(f"`steps` must hold non-negative integers or math.inf; got {m!r}")
+        if float(m) < 0:
+            raise ValueError(f"`steps` must be non-negative; got {m!r}")
+        if math.isinf(float(m)):
+            out.append(math.inf)
+        elif isinstance(m, Integral) or float(m).is_integer():
+            out.append(int(m))
+        else:
+            raise ValueError(f"`steps` must be integers (or math.inf); got {m!r}")
+    return out, single
+
+
+def _check_tol(tol: Any) -> float:
+    if isinstance(tol, bool) or not isinstance(tol, Real) or not math.isfinite(float(tol)) or float(tol) < 0:
+        raise ValueError(f"`tol` must be a finite number >= 0; got {tol!r}")
+    return float(tol)

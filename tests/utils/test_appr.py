@@ -1,0 +1,249 @@
+"""appr_propagate against a dense NumPy reference on small graphs.
+
+With Â = A + I (or A), D the degree matrix of Â (a power of a zero degree taken as 0) and
+Ã = D^(r-1) Â D^(-r), GCON Eq. 9:
+
+    R_0 = I,   R_m = alpha sum_{i<m} (1-alpha)^i Ã^i + (1-alpha)^m Ã^m,   R_inf = alpha (I - (1-alpha) Ã)^-1.
+
+The reference sums the series (and inverts for m = inf) directly; the library runs the
+recursion H_k = (1-alpha) Ã H_{k-1} + alpha X, so the two are independent computations.
+"""
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.utils import erdos_renyi_graph, to_torch_coo_tensor, to_torch_csr_tensor
+
+from pyg_private.utils import appr_propagate, simple_undirected
+from pyg_private.utils.adjacency import csr_indices, power_normalized_adjacency_csr
+
+try:
+    from torch_sparse import SparseTensor
+except ImportError:  # the optional backend
+    SparseTensor = None
+
+ALPHA = 0.3
+
+
+def appr_matrix_dense(edge_index, n, alpha, steps, r, self_loops):
+    """Dense R_m of GCON Eq. 9 (NumPy float64), for the graph ``edge_index`` on ``n`` nodes."""
+    a = np.zeros((n, n))
+    a[edge_index[0].numpy(), edge_index[1].numpy()] = 1.0
+    if self_loops:
+        a += np.eye(n)
+    d = a.sum(1)
+    with np.errstate(divide="ignore"):
+        left = np.where(d > 0, d ** (r - 1.0), 0.0)
+        right = np.where(d > 0, d ** (-r), 0.0)
+    a_tilde = left[:, None] * a * right[None, :]
+    if steps == 0:
+        return np.eye(n)
+    if math.isinf(steps):
+        return alpha * np.linalg.inv(np.eye(n) - (1.0 - alpha) * a_tilde)
+    out, power = np.zeros((n, n)), np.eye(n)
+    for i in range(steps):
+        out += alpha * (1.0 - alpha) ** i * power
+        power = a_tilde @ power
+    return out + (1.0 - alpha) ** steps * power
+
+
+def _graph(n=12, p=0.3, seed=0, isolated=2):
+    """An Erdos-Renyi graph on n nodes plus ``isolated`` extra nodes without edges (canonical form)."""
+    torch.manual_seed(seed)
+    return simple_undirected(erdos_renyi_graph(n, p), n + isolated)
+
+
+def _features(n, f=3, seed=1, dtype=torch.float64):
+    return torch.randn(n, f, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+@pytest.mark.parametrize("r", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("steps", [0, 1, 2, 5, math.inf])
+def test_matches_dense_reference(steps, r, self_loops):
+    ei, n = _graph()
+    x = _features(n)
+    out = appr_propagate(x, ei, alpha=ALPHA, steps=steps, r=r, self_loops=self_loops)
+    expected = appr_matrix_dense(ei, n, ALPHA, steps, r, self_loops) @ x.numpy()
+    assert out.dtype == torch.float64 and out.shape == x.shape
+    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=1e-12 if math.isfinite(steps) else 1e-8)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_random_graphs_and_alphas(seed):
+    ei, n = _graph(n=20, p=0.15, seed=seed, isolated=1)
+    x = _features(n, f=4, seed=seed)
+    for alpha in (0.05, 0.5, 1.0):
+        for r in (0.2, 0.7):
+            for self_loops in (True, False):
+                for steps in (3, math.inf):
+                    out = appr_propagate(x, ei, alpha=alpha, steps=steps, r=r, self_loops=self_loops)
+                    ref = appr_matrix_dense(ei, n, alpha, steps, r, self_loops) @ x.numpy()
+                    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=1e-7)
+
+
+def test_isolated_nodes_without_self_loops_get_alpha_x():
+    ei, n = _graph(isolated=3)  # nodes 12, 13, 14 have no edge
+    x = _features(n)
+    for steps in (1, 4, math.inf):
+        out = appr_propagate(x, ei, alpha=ALPHA, steps=steps, r=0.5, self_loops=False)
+        torch.testing.assert_close(out[-3:], ALPHA * x[-3:], rtol=0, atol=1e-14)
+        assert torch.isfinite(out).all()
+    # with self-loops an isolated node keeps its own features: Ã has a 1 on its diagonal
+    out = appr_propagate(x, ei, alpha=ALPHA, steps=math.inf, r=0.5, self_loops=True)
+    torch.testing.assert_close(out[-3:], x[-3:], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("r", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_builder_is_the_dense_normalisation(r, self_loops):
+    ei, n = _graph()
+    crow, col = csr_indices(ei, n)
+    adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=0.7)
+    dense = adj.to_dense().numpy() + (np.diag(diag.squeeze(-1).numpy()) if self_loops else 0.0)
+    assert (diag is None) == (not self_loops)
+    np.testing.assert_allclose(dense, 0.7 * (appr_matrix_dense(ei, n, 0.0, 1, r, self_loops)), atol=1e-15)
+    assert torch.equal(adj.col_indices(), col)  # no sort: the input order is kept
+
+
+def test_row_stochastic_for_r0_with_self_loops():
+    ei, n = _graph(n=30, p=0.2)
+    crow, col = csr_indices(ei, n)
+    adj, diag = power_normalized_adjacency_csr(crow, col, r=0.0, self_loops=True)
+    row_sums = adj @ torch.ones(n, 1, dtype=torch.float64) + diag
+    torch.testing.assert_close(row_sums, torch.ones(n, 1, dtype=torch.float64), rtol=0, atol=1e-15)
+    for dtype, atol in ((torch.float64, 1e-13), (torch.float32, 1e-5)):
+        const = torch.full((n, 1), 2.5, dtype=dtype)
+        out = appr_propagate(const, ei, alpha=0.1, steps=[1, 5, 20, math.inf])
+        torch.testing.assert_close(out, torch.full((n, 4), 2.5 / 4, dtype=dtype), rtol=0, atol=atol)
+
+
+def test_concatenation_with_one_over_s_in_one_pass():
+    ei, n = _graph()
+    x = _features(n, f=2)
+    steps = [2, math.inf, 0, 5, 2]
+    out = appr_propagate(x, ei, alpha=ALPHA, steps=steps, r=0.5, self_loops=False)
+    assert out.shape == (n, 2 * len(steps))
+    blocks = [appr_propagate(x, ei, alpha=ALPHA, steps=m, r=0.5, self_loops=False) for m in steps]
+    torch.testing.assert_close(out, torch.cat(blocks, dim=1) / len(steps), rtol=0, atol=1e-15)
+    ref = np.concatenate([appr_matrix_dense(ei, n, ALPHA, m, 0.5, False) @ x.numpy() for m in steps], 1) / 5
+    np.testing.assert_allclose(out.numpy(), ref, rtol=0, atol=1e-8)
+    # a one-element sequence is the plain result (s = 1); a tensor of step counts is accepted too
+    torch.testing.assert_close(appr_propagate(x, ei, alpha=ALPHA, steps=[5]), appr_propagate(x, ei, alpha=ALPHA,
+                                                                                            steps=5))
+    for seq in (torch.tensor([1, 3]), np.array([1, 3]), range(1, 4, 2)):  # other sequences of step counts
+        torch.testing.assert_close(appr_propagate(x, ei, alpha=ALPHA, steps=seq),
+                                   appr_propagate(x, ei, alpha=ALPHA, steps=(1, 3)))
+
+
+def test_csr_coo_and_edge_index_inputs_agree():
+    ei, n = _graph()
+    x = _features(n)
+    ref = appr_propagate(x, ei, alpha=ALPHA, steps=[3, math.inf], r=0.5, self_loops=False)
+    inputs = [to_torch_csr_tensor(ei, size=(n, n)), to_torch_coo_tensor(ei, size=(n, n)),
+              torch.sparse_csr_tensor(*csr_indices(ei, n), torch.ones(ei.size(1), dtype=torch.float64), (n, n))]
+    if SparseTensor is not None:
+        inputs.append(SparseTensor.from_edge_index(ei, sparse_sizes=(n, n)))
+    for adj in inputs:
+        torch.testing.assert_close(appr_propagate(x, adj, alpha=ALPHA, steps=[3, math.inf], r=0.5, self_loops=False),
+                                   ref, rtol=0, atol=1e-15)
+    # an unsorted edge_index is the same graph
+    perm = torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(appr_propagate(x, ei[:, perm], alpha=ALPHA, steps=[3, math.inf], r=0.5,
+                                              self_loops=False), ref, rtol=0, atol=1e-15)
+
+
+def test_float32_kept_and_input_untouched():
+    ei, n = _graph()
+    x64 = _features(n)
+    x = x64.float()
+    before = x.clone()
+    for steps in (0, 3, math.inf, [0, 2, math.inf]):
+        out = appr_propagate(x, ei, alpha=0.1, steps=steps)
+        assert out.dtype == torch.float32
+        ref = appr_propagate(x64, ei, alpha=0.1, steps=steps)
+        torch.testing.assert_close(out.double(), ref, rtol=0, atol=1e-5)
+    assert torch.equal(x, before)
+    out = appr_propagate(x, ei, alpha=ALPHA, steps=0)
+    assert out.data_ptr() != x.data_ptr()  # a copy, never the caller's tensor
+    ints = appr_propagate(torch.ones(n, 2, dtype=torch.long), ei, alpha=ALPHA, steps=2)
+    assert ints.dtype == torch.float64
+
+
+def test_alpha_one_is_the_identity():
+    ei, n = _graph()
+    x = _features(n)
+    out = appr_propagate(x, ei, alpha=1.0, steps=[0, 4, math.inf])
+    torch.testing.assert_close(out, torch.cat([x, x, x], 1) / 3)
+
+
+def test_directed_graph_raises_and_symmetrize_fixes_it():
+    ei, n = _graph()
+    directed = ei[:, ei[0] < ei[1]]
+    x = _features(n)
+    with pytest.raises(ValueError, match="directed"):
+        appr_propagate(x, directed, alpha=ALPHA, steps=2)
+    with pytest.raises(ValueError, match="directed"):
+        appr_propagate(x, to_torch_csr_tensor(directed, size=(n, n)), alpha=ALPHA, steps=2)
+    torch.testing.assert_close(appr_propagate(x, directed, alpha=ALPHA, steps=2, symmetrize=True),
+                               appr_propagate(x, ei, alpha=ALPHA, steps=2))
+    with pytest.raises(ValueError, match="self-loops"):
+        appr_propagate(x, torch.cat([ei, torch.tensor([[0], [0]])], 1), alpha=ALPHA, steps=2)
+    with pytest.raises(ValueError, match="duplicate"):
+        appr_propagate(x, torch.cat([ei, ei[:, :2]], 1), alpha=ALPHA, steps=2)
+    weighted = torch.sparse_csr_tensor(*csr_indices(ei, n), torch.full((ei.size(1),), 2.0), (n, n))
+    with pytest.raises(ValueError, match="unweighted"):
+        appr_propagate(x, weighted, alpha=ALPHA, steps=2)
+
+
+@pytest.mark.parametrize("alpha", [0.0, -0.1, 1.5, float("nan")])
+def test_bad_alpha_raises(alpha):
+    ei, n = _graph()
+    with pytest.raises(ValueError, match="alpha"):
+        appr_propagate(_features(n), ei, alpha=alpha, steps=2)
+
+
+@pytest.mark.parametrize("steps, error", [(-1, ValueError), (1.5, ValueError), ([], ValueError),
+                                          ([2, -3], ValueError), (True, TypeError), (float("nan"), TypeError),
+                                          ("5", TypeError), (-math.inf, ValueError)])
+def test_bad_steps_raise(steps, error):
+    ei, n = _graph()
+    with pytest.raises(error, match="steps"):
+        appr_propagate(_features(n), ei, alpha=ALPHA, steps=steps)
+
+
+def test_bad_features_and_options_raise():
+    ei, n = _graph()
+    x = _features(n)
+    for bad in (float("nan"), float("inf")):
+        y = x.clone()
+        y[3, 1] = bad
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            appr_propagate(y, ei, alpha=ALPHA, steps=2)
+    with pytest.raises(ValueError, match=r"\[N, F\]"):
+        appr_propagate(x[:, 0], ei, alpha=ALPHA, steps=2)
+    with pytest.raises(ValueError, match="num_nodes"):
+        appr_propagate(x, ei, alpha=ALPHA, steps=2, num_nodes=n + 1)
+    with pytest.raises(ValueError):  # an edge to a node x has no row for
+        appr_propagate(x[:5], ei, alpha=ALPHA, steps=2)
+    with pytest.raises(ValueError, match="`r`"):
+        appr_propagate(x, ei, alpha=ALPHA, steps=2, r=1.5)
+    with pytest.raises(TypeError, match="steps"):
+        appr_propagate(x, ei, alpha=ALPHA, steps=None)
+    with pytest.raises(ValueError, match="tol"):
+        appr_propagate(x, ei, alpha=ALPHA, steps=math.inf, tol=-1.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        appr_propagate(x, ei, alpha=ALPHA, steps=math.inf, max_iter=0)
+    with pytest.raises(RuntimeError, match="did not converge in max_iter=5"):
+        appr_propagate(x, ei, alpha=0.01, steps=math.inf, max_iter=5)
+
+
+def test_infinite_steps_stop_at_tol():
+    ei, n = _graph()
+    x = _features(n)
+    exact = appr_matrix_dense(ei, n, 0.1, math.inf, 0.0, True) @ x.numpy()
+    loose = appr_propagate(x, ei, alpha=0.1, steps=math.inf, tol=1e-3).numpy()
+    tight = appr_propagate(x, ei, alpha=0.1, steps=math.inf, tol=0.0).numpy()  # to the rounding floor
+    assert np.abs(loose - exact).max() <= 9 * 1e-3  # (1 - alpha) / alpha times the last change
+    assert np.abs(tight - exact).max() <= 1e-12
