@@ -1,5 +1,6 @@
 """Recipes that put the private layers into complete training pipelines."""
 from .caribou import CaribouConfig, CaribouResult, config_grid, node_level_noise_multiplier, run_caribou, search_caribou
+from .gcon import GCONConfig, GCONResult, gcon_grid, run_gcn, run_gcon, search_gcon
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch, predict
 
 __all__ = [
@@ -9,6 +10,12 @@ __all__ = [
     "run_caribou",
     "search_caribou",
     "node_level_noise_multiplier",
+    "GCONConfig",
+    "GCONResult",
+    "gcon_grid",
+    "run_gcon",
+    "search_gcon",
+    "run_gcn",
     "fit_full_batch",
     "fit_dp_sgd",
     "predict",
