@@ -1,0 +1,53 @@
+"""The GCON recipe: one event per run, pseudo-labels on every node, the cached search, GCN reference."""
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+from pyg_private.datasets import attach_split, per_class_split
+from pyg_private.models import GCONConfig, gcon_grid, run_gcn, run_gcon, search_gcon
+
+FAST = dict(epochs=20, encoder_dim=8)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    g = torch.Generator().manual_seed(0)
+    n, c = 60, 3
+    y = torch.arange(n) % c
+    x = torch.nn.functional.one_hot(y, c).float() + 0.8 * torch.randn(n, c, generator=g)
+    x = torch.cat([x, torch.randn(n, 5, generator=g)], dim=1)
+    src = torch.randint(n, (300,), generator=g)
+    dst = torch.randint(n, (300,), generator=g)
+    keep = (y[src] == y[dst]) & (src != dst)
+    ei = to_undirected(torch.stack([src[keep], dst[keep]]), num_nodes=n)
+    return attach_split(Data(x=x, edge_index=ei, y=y), per_class_split(y, 5, 15, 30, seed=0))
+
+
+def test_one_event_and_the_rows_the_loss_covers(graph):
+    r = run_gcon(graph, GCONConfig(**FAST), epsilon=2.0, delta=1e-3, seed=0)
+    (event,) = r.accountant.events
+    assert event.approx == (2.0, 1e-3) and event.unit.value == "edge"
+    assert r.fit.num_rows == 15 and r.fit.converged
+    p = run_gcon(graph, GCONConfig(pseudo_labels=True, **FAST), epsilon=2.0, delta=1e-3, seed=0)
+    assert p.fit.num_rows == 60  # n_1 = n with the encoder's labels
+    assert 0 <= p.test_accuracy <= 1
+
+
+def test_logit_embedding_has_the_class_width(graph):
+    r = run_gcon(graph, GCONConfig(embedding="logits", **FAST), epsilon=2.0, delta=1e-3, seed=0)
+    assert r.fit.calibration.d == 3
+
+
+def test_search_reuses_encodings_and_selects_on_validation(graph):
+    grid = gcon_grid(alpha=(0.4, 0.8), epochs=(20,), encoder_dim=(8,))
+    cache = {}
+    best, runs = search_gcon([graph, graph], grid, epsilon=1.0, delta=1e-3, seeds=(0, 1), cache=cache)
+    assert len(cache) == 2 and best in grid and len(runs) == 2  # one encoding per run, shared by the grid
+    scores = {c: sum(run_gcon(graph, c, epsilon=1.0, delta=1e-3, seed=s).val_accuracy for s in (0, 1)) for c in grid}
+    assert scores[best] == max(scores.values())
+
+
+def test_gcn_reference_learns(graph):
+    val, test = run_gcn(graph, hidden=16, epochs=50, seed=0)
+    assert test > 0.6
