@@ -69,8 +69,8 @@ class ContractiveGraphLayer(SparsePropagation):
     reference: the same hops without noise, nothing charged, no accountant accepted.
 
     **Precision and input forms.** The hops (noise included) run in float32 for float32
-    features and in float64 otherwise; in float32 a projected row's norm can exceed 1 by
-    float32 rounding (a few 1e-7). The fastest graph form is a ``torch.sparse`` CSR
+    features and in float64 otherwise; the projection shrinks by a rounding margin of
+    :math:`(F + 4)u` so no row ends above norm 1 in either. The fastest graph form is a ``torch.sparse`` CSR
     adjacency (or a ``SparseTensor``) that already is the undirected simple graph with
     sorted columns: it is validated with one sort of its column indices and used as it is;
     ``edge_index`` and every other form are validated and converted on each call.
