@@ -169,3 +169,64 @@ def rdp_event(
     return PrivacyEvent(name=name, unit=unit, mechanism=mechanism, params=params, orders=tuple(orders),
                         rdp=tuple(np.asarray(rdp, dtype=np.float64).tolist()),
                         nodes=nodes, num_nodes=num_nodes)
+
+
+def _pure_dp_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
+    r"""RDP curve of binary randomized response with likelihood ratio :math:`e^\epsilon`,
+    computed from :math:`\epsilon` in log space (finite for every finite epsilon):
+    :math:`\frac{1}{\alpha-1}\big[\log q + \log(e^{(\alpha-1)\epsilon} + e^{-\alpha\epsilon})\big]`,
+    :math:`\log q = -\log(1 + e^{-\epsilon})`; :math:`\epsilon` at order ``inf``."""
+    a = np.asarray(orders, dtype=np.float64)
+    out = np.full(a.shape, float(epsilon))
+    fin = np.isfinite(a)
+    af = a[fin]
+    if af.size:
+        log_q = -np.logaddexp(0.0, -epsilon)
+        val = (log_q + np.logaddexp((af - 1.0) * epsilon, -af * epsilon)) / (af - 1.0)
+        out[fin] = np.clip(val, 0.0, epsilon)
+    return out
+
+
+def pure_dp_event(
+    *,
+    unit: Unit | str,
+    epsilon: float,
+    compositions: int = 1,
+    name: str = "pure-dp",
+    mechanism: str = "pure-dp",
+    orders: Sequence[float] = DEFAULT_ORDERS,
+    params: Mapping[str, Any] | None = None,
+    nodes: Any = None,
+    num_nodes: int | None = None,
+) -> PrivacyEvent:
+    r"""A release that is pure :math:`\epsilon`-DP, e.g. one local randomizer per node
+    (unit ``"local"`` with ``nodes``/``num_nodes``).
+
+    Its RDP curve is the one every pure :math:`\epsilon`-DP mechanism satisfies: any
+    :math:`\epsilon`-DP pair of output distributions is a post-processing of binary
+    randomized response with likelihood ratio :math:`e^\epsilon` (Kairouz, Oh and
+    Viswanath, ICML 2015, Thm 2.4: RR's privacy region contains every
+    :math:`\epsilon`-DP mechanism's), and Rényi divergences only shrink under
+    post-processing, so :math:`\epsilon(\alpha) \le \epsilon_{RR}(\alpha; \epsilon)`. With
+    ``compositions = k`` (the release is the composition of :math:`k` mechanisms, each
+    :math:`\epsilon/k`-DP, like HDS's :math:`k` coordinates) the curve is the pointwise
+    minimum of that and :math:`k\,\epsilon_{RR}(\alpha; \epsilon/k)`, both valid bounds.
+    At order ``inf`` it is :math:`\epsilon`: pure composition adds the epsilons.
+    """
+    unit = as_unit(unit)
+    eps = check_epsilon(epsilon)
+    if isinstance(compositions, bool) or not isinstance(compositions, (int, np.integer)) or compositions < 1:
+        raise ValueError(f"`compositions` must be a positive integer; got {compositions!r}")
+    k = int(compositions)
+    grid = check_orders(orders)
+    a = np.asarray(grid, dtype=np.float64)
+    curve = _pure_dp_rdp(a, eps)
+    if k > 1:
+        curve = np.minimum(curve, k * _pure_dp_rdp(a, eps / k))
+        curve[np.isinf(a)] = eps
+    p = {"epsilon": eps, "compositions": k, **dict(params or {})}
+    return PrivacyEvent(name=name, unit=unit, mechanism=mechanism, params=p, orders=grid,
+                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes)
+
+
+__all__ += ["pure_dp_event"]

@@ -9,3 +9,18 @@ __all__ = [
     # noisy transforms
     "EdgeRandomizedResponse",
 ]
+
+# local-DP feature transforms (PrivGE, issue 6)
+from .hds_feature_perturb import HDSFeaturePerturb  # noqa: E402
+from .ldp_feature_baselines import (  # noqa: E402
+    LaplaceFeaturePerturb,
+    MultiBitFeaturePerturb,
+    PiecewiseFeaturePerturb,
+)
+
+__all__ += [
+    "HDSFeaturePerturb",
+    "LaplaceFeaturePerturb",
+    "PiecewiseFeaturePerturb",
+    "MultiBitFeaturePerturb",
+]

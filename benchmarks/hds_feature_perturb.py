@@ -1,0 +1,138 @@
+"""Throughput and peak memory of HDSFeaturePerturb on a large feature matrix (issue 6 benchmark).
+
+    python benchmarks/hds_feature_perturb.py [--threads 1] [--repeats 5] [--nodes 1000000]
+                                             [--features 500] [--k 5 20] [--epsilon 1]
+                                             [--loop-rows 20000]
+
+The input: --nodes x --features float32 features, uniform on [0, 1) (Pubmed has 500
+TF-IDF features; this is 50 times its nodes), declared public range (0, 1). For each k:
+
+  * HDSFeaturePerturb(epsilon, k, (0, 1)), dense output (the full matrix, k non-zeros a
+    row) and sparse_output=True (a COO tensor with k entries a row). Each call validates
+    every perturbed row (finite, inside the public range), fingerprints the input (CRC-32,
+    the re-release guard), charges one per-node event to an accountant, then perturbs the
+    rows chunk by chunk. A fresh transform instance per call (the guard would refuse to
+    release the same raw features twice). The figure is the median over --repeats calls.
+  * the reference: a per-row Python/NumPy loop of the same mechanism and checks (row
+    finite and in range, k of d coordinates without replacement with
+    numpy.random.Generator.choice, the square wave on each, written into a preallocated
+    dense float32 output). It is timed on the first --loop-rows rows only and
+    **extrapolated** linearly to --nodes rows (it is linear in the rows: one independent
+    iteration each), after an uncounted warm-up on 1,000 rows; median over --repeats runs.
+
+Peak memory is the process's resident set size sampled every 2 ms during one more call of
+each case (PeakRSS of benchmarks/ppr_blogcatalog.py), with its growth over the resident size
+before that call: the input (4 bytes x nodes x features) is already resident, the dense
+output adds as much again, the rest is the chunk temporaries.
+
+Timings are printed, never asserted: other processes may share the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+
+from ppr_blogcatalog import PeakRSS  # noqa: E402
+from pyg_private import PrivacyAccountant  # noqa: E402
+from pyg_private.mechanisms.square_wave import square_wave_params  # noqa: E402
+from pyg_private.transforms import HDSFeaturePerturb  # noqa: E402
+
+try:
+    _trim = ctypes.CDLL("libc.so.6").malloc_trim
+except (OSError, AttributeError):  # not glibc
+    _trim = None
+
+
+def numpy_loop(x: np.ndarray, epsilon: float, k: int, low: float, high: float, seed: int = 0) -> np.ndarray:
+    """HDS one row at a time: the per-row reference the vectorised transform is compared with."""
+    n, d = x.shape
+    prm = square_wave_params(epsilon / k)
+    b, near_p = prm.b, prm.near_probability
+    rng = np.random.default_rng(seed)
+    out = np.zeros((n, d), dtype=np.float32)
+    for i in range(n):
+        row = x[i]
+        if not np.isfinite(row).all() or row.min() < low or row.max() > high:
+            raise ValueError(f"row {i} is outside the public range")
+        idx = rng.choice(d, k, replace=False)
+        z = np.clip(2.0 * (row[idx].astype(np.float64) - low) / (high - low) - 1.0, -1.0, 1.0)
+        eta, w = rng.random(k), rng.random(k)
+        u = 2.0 * w
+        far = np.where(u < z + 1.0, u - 1.0 - b, u - 1.0 + b)
+        out[i, idx] = np.where(eta < near_p, z - b + 2.0 * b * w, far)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--nodes", type=int, default=1_000_000)
+    ap.add_argument("--features", type=int, default=500)
+    ap.add_argument("--k", type=int, nargs="+", default=[5, 20])
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--loop-rows", type=int, default=20_000)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(args.threads)
+
+    n, d, eps = args.nodes, args.features, args.epsilon
+    x = torch.rand(n, d, generator=torch.Generator().manual_seed(0))
+    print(f"HDSFeaturePerturb: {n:,} x {d} float32 features in [0, 1), epsilon={eps:g}, "
+          f"torch threads={args.threads}, input {x.numel() * 4 / 2**20:,.0f} MiB", flush=True)
+    x_np = x[: args.loop_rows].numpy()
+
+    for k in args.k:
+        cases = {
+            "dense output": lambda: HDSFeaturePerturb(eps, k, (0.0, 1.0), accountant=PrivacyAccountant())(
+                Data(x=x, num_nodes=n)),
+            "sparse_output=True": lambda: HDSFeaturePerturb(eps, k, (0.0, 1.0), sparse_output=True,
+                                                            accountant=PrivacyAccountant())(Data(x=x, num_nodes=n)),
+        }
+        print(f"\nk = {k}", flush=True)
+        rates = {}
+        for name, fn in cases.items():
+            fn()  # warm-up, not counted
+            times = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                out = fn()
+                times.append(time.perf_counter() - t0)
+                del out
+            if _trim is not None:
+                _trim(0)
+            with PeakRSS() as mem:
+                out = fn()
+            del out
+            med = statistics.median(times)
+            rates[name] = n / med
+            print(f"  {name:<22} median {med:6.2f} s  ({n / med:>12,.0f} rows/s, min {min(times):.2f} s)  {mem}",
+                  flush=True)
+        numpy_loop(x_np[:1000], eps, k, 0.0, 1.0)  # warm-up, not counted
+        loops = []
+        for r in range(args.repeats):
+            t0 = time.perf_counter()
+            numpy_loop(x_np, eps, k, 0.0, 1.0, seed=r)
+            loops.append(time.perf_counter() - t0)
+        loop = statistics.median(loops)
+        loop_rate = args.loop_rows / loop
+        print(f"  {'per-row NumPy loop':<22} median {loop:6.2f} s for {args.loop_rows:,} rows "
+              f"({loop_rate:>12,.0f} rows/s; extrapolated to {n:,} rows: {n / loop_rate:,.0f} s)", flush=True)
+        for name, rate in rates.items():
+            print(f"  speed-up of {name}: {rate / loop_rate:.1f}x over the loop", flush=True)
+
+
+if __name__ == "__main__":
+    main()
