@@ -110,13 +110,12 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
     c = int(data.y.max()) + 1
     layer = PerturbedAPPRConv(x0.size(1), c, alpha=config.alpha, steps=config.steps, epsilon=epsilon, delta=delta,
                               regularization=config.regularization, loss=config.loss, huber_delta=config.huber_delta,
-                              omega=config.omega, alpha_inference=config.alpha_inference, accountant=acct,
-                              generator=gen)
+                              omega=config.omega, alpha_inference=config.alpha_inference, accountant=acct)
     if config.pseudo_labels:
         labels = torch.where(data.train_mask, data.y, predicted)
-        fit = layer.fit(x0, data.edge_index, labels)
+        fit = layer.fit(x0, data.edge_index, labels, generator=gen)
     else:
-        fit = layer.fit(x0, data.edge_index, data.y, data.train_mask)
+        fit = layer.fit(x0, data.edge_index, data.y, data.train_mask, generator=gen)
     pred = layer(x0, data.edge_index, mode=config.inference).argmax(-1)
     acc = {k: float((pred[m] == data.y[m]).double().mean()) for k, m in (("val", data.val_mask), ("test", data.test_mask))}
     return GCONResult(config=config, epsilon=epsilon, val_accuracy=acc["val"], test_accuracy=acc["test"], fit=fit,

@@ -87,7 +87,6 @@ class PerturbedAPPRConv(SparsePropagation):
         tol (float): solver tolerance on the gradient norm; propagation tolerance for ``inf``.
         cached (bool): keep the propagation for the same graph and features. (default: :obj:`True`)
         accountant (PrivacyAccountant, optional): charged at every fit.
-        generator (torch.Generator, optional): reproducibility only; voids the guarantee.
     """
 
     def __init__(self, in_channels: int, out_channels: int, *, alpha: float, steps: Steps = 2,
@@ -95,7 +94,7 @@ class PerturbedAPPRConv(SparsePropagation):
                  loss: Literal["soft_margin", "pseudo_huber"] = "soft_margin", huber_delta: Optional[float] = None,
                  omega: float = 0.9, alpha_inference: Optional[float] = None, tol: float = 1e-10,
                  cached: bool = True, accountant: Optional[PrivacyAccountant] = None,
-                 generator: Optional[torch.Generator] = None, name: str = "perturbed_appr_conv") -> None:
+                 name: str = "perturbed_appr_conv") -> None:
         super().__init__()
         if not (isinstance(in_channels, int) and in_channels > 0 and isinstance(out_channels, int) and out_channels > 1):
             raise ValueError("`in_channels` must be a positive int and `out_channels` (classes) an int >= 2")
@@ -115,8 +114,8 @@ class PerturbedAPPRConv(SparsePropagation):
         self.alpha_inference = self.alpha if alpha_inference is None else float(alpha_inference)
         if not 0 < self.alpha_inference <= 1:
             raise ValueError(f"`alpha_inference` must lie in (0, 1]; got {alpha_inference!r}")
-        self.tol, self.cached, self.accountant, self.generator, self.name = tol, cached, accountant, generator, name
-        self.weight: Optional[Tensor] = None
+        self.tol, self.cached, self.accountant, self.name = tol, cached, accountant, name
+        self.register_buffer("weight", None)  # Theta_priv [d, c], float64: the released model (in state_dict)
         self.last_fit: Optional[GCONFit] = None
 
     @property
@@ -128,6 +127,12 @@ class PerturbedAPPRConv(SparsePropagation):
         """Forget the trained head and the cached propagation."""
         super().reset_parameters()
         self.weight, self.last_fit = None, None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # type: ignore[override]
+        # an unfitted layer has no weight buffer yet: make room for the released head
+        if self.weight is None and prefix + "weight" in state_dict:
+            self.weight = torch.empty_like(state_dict[prefix + "weight"], dtype=torch.float64)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def propagation(self, x: Tensor, edge_index: Any) -> Tensor:
         """:math:`\\mathbf{Z}` (Eq. 11), deterministic; cached with ``cached=True``."""
@@ -149,11 +154,14 @@ class PerturbedAPPRConv(SparsePropagation):
             num_rows=num_rows, sensitivity=self.sensitivity, loss_constants=(c1, c2, c3),
             regularization=self.regularization, omega=self.omega)
 
-    def fit(self, x: Tensor, edge_index: Any, y: Tensor, mask: Optional[Tensor] = None) -> GCONFit:
+    def fit(self, x: Tensor, edge_index: Any, y: Tensor, mask: Optional[Tensor] = None,
+            generator: Optional[torch.Generator] = None) -> GCONFit:
         """Train the head privately on the rows in ``mask`` (all nodes when ``None``).
 
         ``y`` holds class indices; labels of unlabelled nodes may be pseudo-labels, but
         only from an edge-free encoder (anything that saw edges would leak them).
+        ``generator`` makes the noise reproducible, which voids the guarantee; it is used
+        for this fit only and not kept with the model.
         """
         z = self.propagation(x, edge_index)
         mask = torch.ones(z.size(0), dtype=torch.bool) if mask is None else mask
@@ -167,7 +175,7 @@ class PerturbedAPPRConv(SparsePropagation):
         charge(self.accountant, approximate_dp_event(unit="edge", epsilon=self.epsilon, delta=self.delta,
                                                      name=self.name, mechanism="objective_perturbation",
                                                      params=params), self)  # before B is drawn
-        noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=self.generator)
+        noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=generator)
         targets = torch.nn.functional.one_hot(y[mask], self.out_channels).to(torch.float64)
         sol = solve_separable_ridge(z[mask], targets, self.loss, regularization=cal.Lambda + cal.Lambda_prime,
                                     linear_term=noise, tol=self.tol)

@@ -35,16 +35,15 @@ def _dense_appr(x, ei, alpha, m):
 def test_one_event_per_fit_with_the_calibration_and_no_noise_kept():
     x, ei, y = _graph()
     acct = PrivacyAccountant(budget={"edge": (2.5, 2.5e-3)})  # two fits fit, a third does not
-    layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3, accountant=acct,
-                              generator=torch.Generator().manual_seed(1))
-    fit = layer.fit(x, ei, y)
+    layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3, accountant=acct)
+    fit = layer.fit(x, ei, y, generator=torch.Generator().manual_seed(1))
     (event,) = acct.events
     assert event.unit.value == "edge" and event.approx == (1.0, 1e-3)
     assert event.params["beta"] == pytest.approx(fit.calibration.beta)
     assert event.params["Psi"] == pytest.approx(appr_sensitivity(0.4, 2))
     assert fit.converged and fit.grad_norm <= 1e-10 and fit.num_rows == 40
-    assert not any(isinstance(v, torch.Tensor) and v.shape == (6, 3) and v is not layer.weight
-                   for v in vars(layer).values())
+    assert set(layer.state_dict()) == {"weight"}  # the released model, and nothing of the noise
+    assert not any(isinstance(v, torch.Generator) for v in vars(layer).values())
     layer.fit(x, ei, y)
     assert len(acct) == 2
     with pytest.raises(PrivacyBudgetExceeded):
@@ -65,8 +64,8 @@ def test_the_fit_solves_the_perturbed_objective():
     x, ei, y = _graph()
     gen = torch.Generator().manual_seed(3)
     layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=2.0, delta=1e-3, accountant=PrivacyAccountant(),
-                              generator=gen, loss="pseudo_huber", huber_delta=0.2)
-    fit = layer.fit(x, ei, y)
+                              loss="pseudo_huber", huber_delta=0.2)
+    fit = layer.fit(x, ei, y, generator=gen)
     cal = fit.calibration
     # recompute B from the optimality condition (Eq. 40) and compare with the same draw
     from pyg_private.mechanisms.objective_noise import sample_objective_noise
@@ -114,3 +113,12 @@ def test_bad_inputs_raise_before_any_charge():
         PerturbedAPPRConv(6, 3, alpha=0.4, epsilon=1.0, delta=1e-3)(x, ei)
     assert len(acct) == 0
     assert "PerturbedAPPRConv(6, 3" in repr(layer) and math.isfinite(layer.sensitivity)
+
+
+def test_the_released_head_round_trips_through_state_dict():
+    x, ei, y = _graph()
+    a = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3, accountant=PrivacyAccountant())
+    a.fit(x, ei, y)
+    b = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3)
+    b.load_state_dict(a.state_dict())
+    assert torch.equal(a(x, ei), b(x, ei))
