@@ -21,3 +21,7 @@ __all__ = [
     "predict",
     "accuracy",
 ]
+from .privge import (PrivGEConfig, PrivGEResult, privge_grid, run_privge_link, run_privge_node,  # noqa: E402
+                     search_privge)
+
+__all__ += ["PrivGEConfig", "PrivGEResult", "privge_grid", "run_privge_node", "run_privge_link", "search_privge"]
