@@ -1,0 +1,409 @@
+r"""The PrivGE recipe (Li et al., CIKM 2024; ``specs/privge.md`` §3): local-DP node features,
+a PPR embedding over the public graph, and an MLP head.
+
+``raw features -> one local-DP release per node -> PPR propagation -> MLP head``:
+
+1. every node's feature vector is perturbed **once** per run by one of the local
+   randomizers (``mechanism``): ``"hds"`` (:class:`~pyg_private.transforms.HDSFeaturePerturb`),
+   the baselines ``"laplace"`` (LP), ``"piecewise"`` (PM), ``"multibit"`` (MB), or ``"none"``
+   (the non-private reference: the raw features). The public ``feature_range``
+   (``(0, 1)`` for Cora's binary bag-of-words) maps the features into :math:`[-1, 1]`.
+   The release is charged to a fresh :class:`~pyg_private.PrivacyAccountant` on unit
+   ``"local"``: every node exactly :math:`\epsilon` once. :math:`\epsilon = \infty`, or
+   ``mechanism="none"``, releases the raw features and charges nothing (no protection);
+2. the PPR embedding :math:`\tilde{\mathbf Z} = \sum_\ell \alpha(1-\alpha)^\ell
+   (\mathbf D^{r-1}\mathbf A\mathbf D^{-r})^\ell \tilde{\mathbf X}` without self-loops (spec
+   §3.1), computed once with :func:`~pyg_private.utils.appr.appr_propagate` (``self_loops=False``).
+   It uses the graph, which PrivGE takes to be public to the server (no edge privacy,
+   spec §4), and the released features only: post-processing, zero cost;
+3. optionally (``standardize=True``, the default) every embedding column is centred and
+   scaled to unit variance. This is post-processing of the released data too (free), and it
+   puts the raw, shrunken HDS output (:math:`\mathbb E = Cx`, :math:`C \approx \epsilon/2d`)
+   and the unbiased, very noisy LP/PM/MB outputs on the same scale for the head;
+4. the head. **Node classification**: an MLP ``[Dropout -> Linear -> ReLU] x (L-1) ->
+   Dropout -> Linear`` trained full batch with Adam and cross-entropy on the training
+   nodes' **true labels** (labels are not protected in PrivGE), early stopping on the
+   validation accuracy, the best-validation weights tested. **Link prediction**: the edges
+   are split 85/5/10 by PyG's :class:`~torch_geometric.transforms.RandomLinkSplit` (undirected,
+   one negative per validation/test edge); the propagation uses the **training edges only**;
+   a pair :math:`(u, v)` is scored by an MLP on :math:`\tilde z_u \odot \tilde z_v`, trained
+   with binary cross-entropy against training negatives re-drawn every epoch; metric ROC-AUC.
+
+Differences from the paper's code (spec §3.3): full-batch training instead of mini-batches,
+a PyTorch ``Linear`` (with bias) head, BCE instead of the pairwise squared loss for links,
+the exact (converged power-iteration) PPR instead of backward push. The mechanisms are the
+paper's mathematics (spec §2), not the reference code's ``SquareWave``, which is not LDP
+(spec §2.7(1)).
+
+``seed`` fixes the split, the local randomizers' generator and the head's initialisation:
+the runs are reproducible and, for that reason, a *simulation* of the users' randomizers,
+not a private deployment. Hyperparameters (``k``, ``alpha``, ``r``) are chosen on the
+validation split and not charged (as in the paper, which tunes them with NNI).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import itertools
+import math
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Literal, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.data import Data
+
+from ..accounting import PrivacyAccountant
+from ..transforms import (HDSFeaturePerturb, LaplaceFeaturePerturb, MultiBitFeaturePerturb,
+                          PiecewiseFeaturePerturb)
+from ..utils.appr import appr_propagate
+
+__all__ = ["PrivGEConfig", "PrivGEResult", "privge_grid", "perturb_features", "privge_embedding", "link_split",
+           "run_privge_node", "run_privge_link", "search_privge", "roc_auc", "MECHANISMS"]
+
+MECHANISMS = ("hds", "laplace", "piecewise", "multibit", "none")
+Mechanism = Literal["hds", "laplace", "piecewise", "multibit", "none"]
+
+
+@dataclass(frozen=True)
+class PrivGEConfig:
+    """One PrivGE configuration: the mechanism, its ``k``, the propagation and the head.
+
+    ``k`` is the number of coordinates a node perturbs (HDS, PM, MB; ignored by LP and
+    ``"none"``); ``None`` means the reference code's default for PM/MB
+    (:math:`\\lfloor\\epsilon/2.5\\rfloor`, :math:`\\lfloor\\epsilon/2.18\\rfloor`, at least 1)
+    and is not allowed for HDS. ``steps=None`` truncates the PPR series at
+    :math:`m = \\lceil\\log(\\mathrm{tol})/\\log(1-\\alpha)\\rceil` steps (the weight left,
+    :math:`(1-\\alpha)^m \\le` ``tol``, is ``appr_propagate``'s APPNP tail: 88 steps for
+    :math:`\\alpha = 0.1` and ``tol = 1e-4``); an integer fixes :math:`m`; ``math.inf``
+    iterates ``appr_propagate`` to convergence, which can stall in float32 on
+    large-magnitude inputs such as LP's (hence the finite default).
+    The head defaults are the reference scripts' Cora node-classification values (spec §3.4).
+    """
+
+    mechanism: Mechanism = "hds"
+    k: Optional[int] = 20
+    alpha: float = 0.1
+    r: float = 0.1
+    steps: Optional[float] = None
+    tol: float = 1e-4
+    feature_range: tuple = (0.0, 1.0)
+    standardize: bool = True
+    hidden: int = 128
+    layers: int = 2
+    dropout: float = 0.5
+    lr: float = 1e-2
+    weight_decay: float = 5e-4
+    epochs: int = 300
+    patience: int = 50
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"`mechanism` must be one of {MECHANISMS}; got {self.mechanism!r}")
+        if self.mechanism == "hds" and self.k is None:
+            raise ValueError("HDS needs an explicit `k` (a free hyperparameter, spec §2.2)")
+        if self.layers < 1:
+            raise ValueError("`layers` must be >= 1")
+
+    @property
+    def private(self) -> bool:
+        return self.mechanism != "none"
+
+
+@dataclass
+class PrivGEResult:
+    config: PrivGEConfig
+    epsilon: float
+    task: str  # "node" (accuracy) or "link" (ROC-AUC)
+    val: float
+    test: float
+    accountant: PrivacyAccountant = field(repr=False)
+    k_used: Optional[int] = None  # the k the mechanism used (the resolved default for k=None)
+
+
+def privge_grid(base: PrivGEConfig = PrivGEConfig(), **choices: Sequence) -> list[PrivGEConfig]:
+    """Every combination of ``choices`` applied to ``base``."""
+    names = list(choices)
+    return [dataclasses.replace(base, **dict(zip(names, values)))
+            for values in itertools.product(*(choices[n] for n in names))]
+
+
+# ----------------------------------------------------------------------------- embedding
+def _transform(config: PrivGEConfig, epsilon: float, accountant: PrivacyAccountant,
+               generator: Optional[torch.Generator]):
+    common = dict(feature_range=config.feature_range, clamp=True, accountant=accountant, generator=generator)
+    if config.mechanism == "hds":
+        return HDSFeaturePerturb(epsilon, config.k, **common)
+    if config.mechanism == "laplace":
+        return LaplaceFeaturePerturb(epsilon, **common)
+    if config.mechanism == "piecewise":
+        return PiecewiseFeaturePerturb(epsilon, config.k, **common)
+    return MultiBitFeaturePerturb(epsilon, config.k, **common)
+
+
+def _releases(config: PrivGEConfig, epsilon: float) -> bool:
+    eps = float(epsilon)
+    if math.isnan(eps) or eps <= 0:
+        raise ValueError(f"`epsilon` must be > 0 (or math.inf); got {epsilon!r}")
+    return config.private and not math.isinf(eps)
+
+
+def perturb_features(data: Data, config: PrivGEConfig, epsilon: float, accountant: PrivacyAccountant,
+                     seed: Optional[int] = None) -> tuple[Tensor, Optional[int]]:
+    """The released feature matrix (float32) and the ``k`` used: one local-DP release of every
+    node, charged once to ``accountant``; the raw features (uncharged) for ``"none"`` or
+    :math:`\\epsilon = \\infty`. ``data`` is not modified."""
+    x = data.x
+    if not _releases(config, epsilon):
+        return x.detach().float().clone(), None
+    gen = None if seed is None else torch.Generator(device=x.device).manual_seed(int(seed))
+    t = _transform(config, float(epsilon), accountant, gen)
+    out = t(Data(x=x, num_nodes=x.size(0)))
+    k_used = out.ldp.get("k")
+    return out.x.float(), k_used
+
+
+def privge_embedding(x_released: Tensor, edge_index: Tensor, config: PrivGEConfig) -> Tensor:
+    """The PPR embedding of released features (post-processing): ``appr_propagate`` with
+    ``r``, ``alpha``, ``steps`` and no self-loops, then the optional column standardisation."""
+    z = appr_propagate(x_released, edge_index, alpha=config.alpha, steps=propagation_steps(config), r=config.r,
+                       self_loops=False, tol=config.tol)
+    if config.standardize:
+        z = _standardize(z)
+    return z
+
+
+def propagation_steps(config: PrivGEConfig) -> float:
+    """The ``steps`` passed to ``appr_propagate`` (see :class:`PrivGEConfig`)."""
+    if config.steps is not None:
+        return config.steps
+    if config.alpha >= 1.0:
+        return 0
+    return max(1, math.ceil(math.log(config.tol) / math.log1p(-config.alpha)))
+
+
+def _standardize(z: Tensor) -> Tensor:
+    mean = z.mean(0, keepdim=True)
+    std = z.std(0, keepdim=True)
+    return (z - mean) / torch.where(std > 0, std, torch.ones_like(std))
+
+
+# ----------------------------------------------------------------------------- heads
+def _mlp(in_dim: int, out_dim: int, config: PrivGEConfig) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    dim = in_dim
+    for _ in range(config.layers - 1):
+        mods += [nn.Dropout(config.dropout), nn.Linear(dim, config.hidden), nn.ReLU()]
+        dim = config.hidden
+    mods += [nn.Dropout(config.dropout), nn.Linear(dim, out_dim)]
+    return nn.Sequential(*mods)
+
+
+def _fit_node_head(z: Tensor, data: Data, config: PrivGEConfig) -> tuple[float, float]:
+    y = data.y
+    c = int(y.max()) + 1
+    model = _mlp(z.size(1), c, config)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    tr, va, te = data.train_mask, data.val_mask, data.test_mask
+    z_tr, y_tr = z[tr], y[tr]
+    best = (-1.0, None)
+    since = 0
+    for _ in range(int(config.epochs)):
+        model.train()
+        opt.zero_grad()
+        F.cross_entropy(model(z_tr), y_tr).backward()
+        opt.step()
+        model.eval()
+        with torch.no_grad():
+            acc = float((model(z[va]).argmax(-1) == y[va]).double().mean())
+        if acc > best[0]:
+            best, since = (acc, copy.deepcopy(model.state_dict())), 0
+        else:
+            since += 1
+            if since >= config.patience:
+                break
+    model.load_state_dict(best[1])
+    model.eval()
+    with torch.no_grad():
+        test = float((model(z[te]).argmax(-1) == y[te]).double().mean())
+    return best[0], test
+
+
+def run_privge_node(data: Data, config: PrivGEConfig, epsilon: float, seed: int = 0, *,
+                    embedding: Optional[tuple[Tensor, PrivacyAccountant, Optional[int]]] = None) -> PrivGEResult:
+    """PrivGE node classification on ``data`` (``x``, ``edge_index``, ``y`` and the three masks):
+    validation and test accuracy.
+
+    One release per call, charged to a fresh accountant (``result.accountant``). ``embedding``
+    reuses ``(z, accountant, k_used)`` computed by :func:`privge_embedding` for the same data,
+    configuration (mechanism, k, propagation) and seed (the search's cache)."""
+    if embedding is None:
+        acct = PrivacyAccountant()
+        x_rel, k_used = perturb_features(data, config, epsilon, acct, seed)
+        z = privge_embedding(x_rel, data.edge_index, config)
+    else:
+        z, acct, k_used = embedding
+    torch.manual_seed(int(seed))
+    val, test = _fit_node_head(z, data, config)
+    return PrivGEResult(config, float(epsilon), "node", val, test, acct, k_used)
+
+
+# ----------------------------------------------------------------------------- links
+def link_split(data: Data, seed: int = 0, val: float = 0.05, test: float = 0.10) -> tuple[Data, Data, Data]:
+    """PyG ``RandomLinkSplit`` (undirected, one sampled non-edge per validation/test edge), seeded.
+
+    Returns ``(train, val, test)``: ``train.edge_index`` holds the training edges only (both
+    directions), the graph the propagation may use; ``val``/``test`` carry ``edge_label_index``
+    and ``edge_label`` (1 edge, 0 non-edge)."""
+    from torch_geometric.transforms import RandomLinkSplit
+
+    with _seeded(seed):
+        split = RandomLinkSplit(num_val=val, num_test=test, is_undirected=True, add_negative_train_samples=False,
+                                neg_sampling_ratio=1.0)
+        base = Data(x=data.x, edge_index=data.edge_index, num_nodes=data.num_nodes)
+        return split(base)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int):
+    """Seed torch, NumPy and ``random`` (PyG's negative sampling draws from the latter two),
+    restoring the caller's states afterwards."""
+    states = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
+    torch.manual_seed(int(seed))
+    np.random.seed(int(seed) % 2**32)
+    random.seed(int(seed))
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(states[0])
+        np.random.set_state(states[1])
+        random.setstate(states[2])
+
+
+def roc_auc(scores: Tensor, labels: Tensor) -> float:
+    """ROC-AUC by ranks (Mann-Whitney U, ties averaged): :math:`P(s_+ > s_-) + P(s_+ = s_-)/2`."""
+    s = scores.detach().double().view(-1)
+    lab = labels.detach().view(-1).bool()
+    npos, nneg = int(lab.sum()), int((~lab).sum())
+    if npos == 0 or nneg == 0:
+        raise ValueError("ROC-AUC needs both positive and negative labels")
+    order = torch.argsort(s)
+    _, inv, counts = torch.unique_consecutive(s[order], return_inverse=True, return_counts=True)
+    ends = counts.cumsum(0).double()
+    avg = ends - (counts.double() - 1) / 2  # mean of the 1-based ranks ends-count+1 .. ends
+    ranks = torch.empty_like(s)
+    ranks[order] = avg[inv]
+    return float((ranks[lab].sum() - npos * (npos + 1) / 2) / (npos * nneg))
+
+
+def _fit_link_head(z: Tensor, train: Data, val: Data, test: Data, config: PrivGEConfig) -> tuple[float, float]:
+    from torch_geometric.utils import negative_sampling
+
+    model = _mlp(z.size(1), 1, config)
+    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    pos = train.edge_label_index  # the training edges, one direction each
+    n = z.size(0)
+
+    def score(pairs: Tensor) -> Tensor:
+        return model(z[pairs[0]] * z[pairs[1]]).view(-1)
+
+    best = (-1.0, None)
+    since = 0
+    for _ in range(int(config.epochs)):
+        model.train()
+        opt.zero_grad()
+        neg = negative_sampling(train.edge_index, num_nodes=n, num_neg_samples=pos.size(1))
+        logits = torch.cat([score(pos), score(neg)])
+        target = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))])
+        F.binary_cross_entropy_with_logits(logits, target).backward()
+        opt.step()
+        model.eval()
+        with torch.no_grad():
+            auc = roc_auc(score(val.edge_label_index), val.edge_label)
+        if auc > best[0]:
+            best, since = (auc, copy.deepcopy(model.state_dict())), 0
+        else:
+            since += 1
+            if since >= config.patience:
+                break
+    model.load_state_dict(best[1])
+    model.eval()
+    with torch.no_grad():
+        auc_test = roc_auc(score(test.edge_label_index), test.edge_label)
+    return best[0], auc_test
+
+
+def run_privge_link(data: Data, config: PrivGEConfig, epsilon: float, seed: int = 0, *,
+                    split: Optional[tuple[Data, Data, Data]] = None,
+                    embedding: Optional[tuple[Tensor, PrivacyAccountant, Optional[int]]] = None) -> PrivGEResult:
+    """PrivGE link prediction: validation and test ROC-AUC.
+
+    The edges are split by :func:`link_split` (``seed``) unless ``split`` is given; every
+    node's features are released once (fresh accountant), propagated over the **training
+    edges only**, and pairs are scored by the Hadamard-product MLP. ``embedding`` as in
+    :func:`run_privge_node` (computed on ``split[0].edge_index``)."""
+    train, val, test = link_split(data, seed) if split is None else split
+    if embedding is None:
+        acct = PrivacyAccountant()
+        x_rel, k_used = perturb_features(data, config, epsilon, acct, seed)
+        z = privge_embedding(x_rel, train.edge_index, config)
+    else:
+        z, acct, k_used = embedding
+    with _seeded(seed):
+        v, t = _fit_link_head(z, train, val, test, config)
+    return PrivGEResult(config, float(epsilon), "link", v, t, acct, k_used)
+
+
+# ----------------------------------------------------------------------------- search
+PROPAGATION_FIELDS = ("alpha", "r", "steps", "tol", "standardize")
+RELEASE_FIELDS = ("mechanism", "k", "feature_range")
+
+
+def search_privge(datasets: Sequence[Data], grid: Iterable[PrivGEConfig], *, epsilon: float, seeds: Sequence[int],
+                  task: Literal["node", "link"] = "node", splits: Optional[Sequence] = None,
+                  cache: Optional[dict] = None) -> tuple[PrivGEConfig, list[PrivGEResult]]:
+    """The configuration with the best mean validation score over ``datasets`` (one per seed),
+    and its runs. Not charged (hyperparameter selection on validation, as the paper).
+
+    The releases are cached per (run, mechanism, k, epsilon) and the embeddings per
+    propagation setting, in ``cache`` when given: each run's release is drawn once and
+    reused by every propagation setting and head, exactly as :func:`run_privge_node` with
+    that seed would draw it."""
+    cache = {} if cache is None else cache
+    best = None
+    for config in grid:
+        runs = []
+        for i, (d, s) in enumerate(zip(datasets, seeds)):
+            emb = embedding_cached(d, config, epsilon, s, cache, key=(task, i),
+                                   edge_index=splits[i][0].edge_index if task == "link" else d.edge_index)
+            if task == "node":
+                runs.append(run_privge_node(d, config, epsilon, s, embedding=emb))
+            else:
+                runs.append(run_privge_link(d, config, epsilon, s, split=splits[i], embedding=emb))
+        score = statistics.mean(r.val for r in runs)
+        if best is None or score > best[0]:
+            best = (score, config, runs)
+    if best is None:
+        raise ValueError("`grid` is empty")
+    return best[1], best[2]
+
+
+def embedding_cached(data: Data, config: PrivGEConfig, epsilon: float, seed: int, cache: dict, *, key: tuple,
+                     edge_index: Tensor) -> tuple[Tensor, PrivacyAccountant, Optional[int]]:
+    """``(z, accountant, k_used)`` for one run, the release and the embedding memoised in ``cache``."""
+    eps = math.inf if not _releases(config, epsilon) else float(epsilon)
+    rkey = ("release",) + key + (seed, eps) + tuple(getattr(config, f) for f in RELEASE_FIELDS) * (eps != math.inf)
+    if rkey not in cache:
+        acct = PrivacyAccountant()
+        x_rel, k_used = perturb_features(data, config, epsilon, acct, seed)
+        cache[rkey] = (x_rel, acct, k_used)
+    x_rel, acct, k_used = cache[rkey]
+    zkey = ("embedding",) + rkey + tuple(getattr(config, f) for f in PROPAGATION_FIELDS)
+    if zkey not in cache:
+        cache[zkey] = privge_embedding(x_rel, edge_index, config)
+    return cache[zkey], acct, k_used
