@@ -69,8 +69,8 @@ class ContractiveGraphLayer(SparsePropagation):
     reference: the same hops without noise, nothing charged, no accountant accepted.
 
     **Precision and input forms.** The hops (noise included) run in float32 for float32
-    features and in float64 otherwise; the projection shrinks by a rounding margin of
-    :math:`(F + 4)u` so no row ends above norm 1 in either. The fastest graph form is a ``torch.sparse`` CSR
+    features and in float64 otherwise; the projection is onto the ball of radius
+    :math:`1/(1 + (F + 4)u)`, so no row ends above norm 1 in either. The fastest graph form is a ``torch.sparse`` CSR
     adjacency (or a ``SparseTensor``) that already is the undirected simple graph with
     sorted columns: it is validated with one sort of its column indices and used as it is;
     ``edge_index`` and every other form are validated and converted on each call.
@@ -251,18 +251,20 @@ class ContractiveGraphLayer(SparsePropagation):
 
 
 def _clip_rows(x: Tensor, out: Optional[Tensor] = None) -> Tensor:
-    """Project every row onto the unit L2 ball (in place with ``out=x``).
+    """Project every row onto the ball of radius :math:`1/(1 + (F + 4)u)` (``u`` the unit
+    roundoff; in place with ``out=x``).
 
-    Rows outside the ball are divided by their norm times :math:`1 + (F + 4)u` (``u`` the
-    unit roundoff), so that rounding never leaves a row of norm above 1; rows whose norm
-    overflows are first divided by their largest entry, so they land on the sphere, not at 0.
+    An exact projection onto a slightly smaller ball: still 1-Lipschitz and continuous (the
+    privacy analysis needs both), and no rounding can leave a row of norm above 1. Rows whose
+    norm overflows are first divided by their largest entry, so they land on the sphere,
+    not at 0.
     """
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     if not bool(torch.isfinite(norm).all()):  # finite rows too large to square: rescale first
         x = x / x.abs().amax(dim=-1, keepdim=True).clamp_min(1.0)
         norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     slack = 1.0 + (x.size(-1) + 4) * torch.finfo(x.dtype).eps / 2
-    return torch.div(x, torch.where(norm > 1.0, norm * slack, torch.ones_like(norm)), out=out)
+    return torch.div(x, norm.mul_(slack).clamp_min_(1.0), out=out)
 
 
 def _all_finite(x: Tensor) -> bool:

@@ -452,3 +452,22 @@ def test_cached_reuse_charges_nothing_and_misses_charge_once():
     assert len(acct.events_of("edge")) == 4
     assert not any(torch.equal(a, b) for a, b in itertools.combinations(outs, 2))
     assert acct.epsilon("edge", 1e-5) > eps_one
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_projection_is_non_expansive_across_the_boundary(dtype):
+    """Rows just inside and just outside the unit sphere: the projection must not jump there
+    (a clip that shrinks only rows outside the ball would move them by (F + 4)u)."""
+    from pyg_private.nn.contractive_graph_layer import _clip_rows
+
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(2000, 64, generator=g, dtype=torch.float64)
+    u = u / u.norm(dim=1, keepdim=True)
+    eps = torch.finfo(dtype).eps
+    for scale_a, scale_b in ((1 - 8 * eps, 1 + 8 * eps), (1.0, 1 + eps), (0.999, 1.001), (1 - 300 * eps, 1.0)):
+        a, b = (scale_a * u).to(dtype), (scale_b * u).to(dtype)
+        pa, pb = _clip_rows(a.clone()), _clip_rows(b.clone())
+        d_in = (a.double() - b.double()).norm(dim=1)
+        d_out = (pa.double() - pb.double()).norm(dim=1)
+        assert bool((d_out <= d_in + 4 * eps).all()), float((d_out - d_in).max())
+        assert bool((pa.double().norm(dim=1) <= 1).all()) and bool((pb.double().norm(dim=1) <= 1).all())
