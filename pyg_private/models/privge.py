@@ -59,6 +59,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from ..accounting import PrivacyAccountant
+from ..metrics import roc_auc
 from ..transforms import (HDSFeaturePerturb, LaplaceFeaturePerturb, MultiBitFeaturePerturb,
                           PiecewiseFeaturePerturb)
 from ..utils.appr import appr_propagate
@@ -204,25 +205,21 @@ def _mlp(in_dim: int, out_dim: int, config: PrivGEConfig) -> nn.Sequential:
     return nn.Sequential(*mods)
 
 
-def _fit_node_head(z: Tensor, data: Data, config: PrivGEConfig) -> tuple[float, float]:
-    y = data.y
-    c = int(y.max()) + 1
-    model = _mlp(z.size(1), c, config)
+def _train_early_stopping(model: nn.Module, config: PrivGEConfig, loss_fn, val_fn, test_fn) -> tuple[float, float]:
+    """Full-batch Adam on ``loss_fn()``; keeps the weights of the best ``val_fn()`` (patience
+    ``config.patience``) and returns (best validation score, ``test_fn()`` with them)."""
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    tr, va, te = data.train_mask, data.val_mask, data.test_mask
-    z_tr, y_tr = z[tr], y[tr]
-    best = (-1.0, None)
-    since = 0
+    best, since = (-1.0, None), 0
     for _ in range(int(config.epochs)):
         model.train()
         opt.zero_grad()
-        F.cross_entropy(model(z_tr), y_tr).backward()
+        loss_fn().backward()
         opt.step()
         model.eval()
         with torch.no_grad():
-            acc = float((model(z[va]).argmax(-1) == y[va]).double().mean())
-        if acc > best[0]:
-            best, since = (acc, copy.deepcopy(model.state_dict())), 0
+            score = val_fn()
+        if score > best[0]:
+            best, since = (score, copy.deepcopy(model.state_dict())), 0
         else:
             since += 1
             if since >= config.patience:
@@ -230,8 +227,19 @@ def _fit_node_head(z: Tensor, data: Data, config: PrivGEConfig) -> tuple[float, 
     model.load_state_dict(best[1])
     model.eval()
     with torch.no_grad():
-        test = float((model(z[te]).argmax(-1) == y[te]).double().mean())
-    return best[0], test
+        return best[0], test_fn()
+
+
+def _fit_node_head(z: Tensor, data: Data, config: PrivGEConfig) -> tuple[float, float]:
+    y = data.y
+    model = _mlp(z.size(1), int(y.max()) + 1, config)
+    tr, va, te = data.train_mask, data.val_mask, data.test_mask
+
+    def accuracy(mask: Tensor) -> float:
+        return float((model(z[mask]).argmax(-1) == y[mask]).double().mean())
+
+    return _train_early_stopping(model, config, lambda: F.cross_entropy(model(z[tr]), y[tr]),
+                                 lambda: accuracy(va), lambda: accuracy(te))
 
 
 def run_privge_node(data: Data, config: PrivGEConfig, epsilon: float, seed: int = 0, *,
@@ -285,57 +293,23 @@ def _seeded(seed: int):
         random.setstate(states[2])
 
 
-def roc_auc(scores: Tensor, labels: Tensor) -> float:
-    """ROC-AUC by ranks (Mann-Whitney U, ties averaged): :math:`P(s_+ > s_-) + P(s_+ = s_-)/2`."""
-    s = scores.detach().double().view(-1)
-    lab = labels.detach().view(-1).bool()
-    npos, nneg = int(lab.sum()), int((~lab).sum())
-    if npos == 0 or nneg == 0:
-        raise ValueError("ROC-AUC needs both positive and negative labels")
-    order = torch.argsort(s)
-    _, inv, counts = torch.unique_consecutive(s[order], return_inverse=True, return_counts=True)
-    ends = counts.cumsum(0).double()
-    avg = ends - (counts.double() - 1) / 2  # mean of the 1-based ranks ends-count+1 .. ends
-    ranks = torch.empty_like(s)
-    ranks[order] = avg[inv]
-    return float((ranks[lab].sum() - npos * (npos + 1) / 2) / (npos * nneg))
-
-
 def _fit_link_head(z: Tensor, train: Data, val: Data, test: Data, config: PrivGEConfig) -> tuple[float, float]:
     from torch_geometric.utils import negative_sampling
 
     model = _mlp(z.size(1), 1, config)
-    opt = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     pos = train.edge_label_index  # the training edges, one direction each
-    n = z.size(0)
 
     def score(pairs: Tensor) -> Tensor:
         return model(z[pairs[0]] * z[pairs[1]]).view(-1)
 
-    best = (-1.0, None)
-    since = 0
-    for _ in range(int(config.epochs)):
-        model.train()
-        opt.zero_grad()
-        neg = negative_sampling(train.edge_index, num_nodes=n, num_neg_samples=pos.size(1))
-        logits = torch.cat([score(pos), score(neg)])
+    def loss() -> Tensor:
+        neg = negative_sampling(train.edge_index, num_nodes=z.size(0), num_neg_samples=pos.size(1))
         target = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))])
-        F.binary_cross_entropy_with_logits(logits, target).backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            auc = roc_auc(score(val.edge_label_index), val.edge_label)
-        if auc > best[0]:
-            best, since = (auc, copy.deepcopy(model.state_dict())), 0
-        else:
-            since += 1
-            if since >= config.patience:
-                break
-    model.load_state_dict(best[1])
-    model.eval()
-    with torch.no_grad():
-        auc_test = roc_auc(score(test.edge_label_index), test.edge_label)
-    return best[0], auc_test
+        return F.binary_cross_entropy_with_logits(torch.cat([score(pos), score(neg)]), target)
+
+    return _train_early_stopping(model, config, loss,
+                                 lambda: roc_auc(score(val.edge_label_index), val.edge_label),
+                                 lambda: roc_auc(score(test.edge_label_index), test.edge_label))
 
 
 def run_privge_link(data: Data, config: PrivGEConfig, epsilon: float, seed: int = 0, *,

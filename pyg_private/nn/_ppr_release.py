@@ -16,12 +16,14 @@ __all__ = ["resolve_noise", "SeededRelease"]
 
 def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta: Optional[float],
                   calibrate: Callable[[float, float], float], *, scale_name: str = "noise_scale",
-                  allow_pure: bool = False, allow_zero: bool = False) -> tuple[float, Optional[float], Optional[float]]:
+                  allow_pure: bool = False, allow_zero: bool = False,
+                  accountant: Any = None) -> tuple[float, Optional[float], Optional[float]]:
     """``(scale, epsilon, delta)`` from exactly one of a scale or an ``(epsilon, delta)`` target.
 
     ``calibrate(epsilon, delta)`` returns the scale; ``delta`` may be omitted (pure
     target, ``delta = 0``) only when ``allow_pure``. A scale of 0 (no noise: a
-    non-private reference) is accepted only when ``allow_zero``.
+    non-private reference) is accepted only when ``allow_zero``, and never together with an
+    ``accountant``: there is no privacy to record.
     """
     if (noise_scale is None) == (epsilon is None):
         raise ValueError(f"give exactly one of `{scale_name}` or `epsilon` (with `delta`)")
@@ -29,6 +31,9 @@ def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta:
         if delta is not None:
             raise ValueError("`delta` is only used with `epsilon`")
         if allow_zero and noise_scale == 0:
+            if accountant is not None:
+                raise ValueError(f"{scale_name}=0 is the non-private reference: it releases the exact result and "
+                                 "has no privacy to record, so it takes no accountant")
             return 0.0, None, None
         return check_positive(noise_scale, scale_name), None, None
     if delta is None:

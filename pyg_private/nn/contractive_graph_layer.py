@@ -146,11 +146,8 @@ class ContractiveGraphLayer(SparsePropagation):
             noise_multiplier, epsilon, delta,
             lambda eps, d: contractive_noise_multiplier(epsilon=eps, delta=d, num_hops=self.K,
                                                         contraction=self.contraction, accounting=self.accounting),
-            scale_name="noise_multiplier", allow_zero=True,
+            scale_name="noise_multiplier", allow_zero=True, accountant=accountant,
         )
-        if self.noise_multiplier == 0 and accountant is not None:
-            raise ValueError("noise_multiplier=0 is the non-private reference: it releases the exact hops and has "
-                             "no privacy to record, so it takes no accountant")
         self.accountant = accountant
         self.cached = cached
         self.symmetrize = symmetrize

@@ -66,10 +66,7 @@ class GAPAggregation(SparsePropagation):
         self.K = check_positive_int(K, "K")
         self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
             noise_multiplier, epsilon, delta, lambda eps, d: math.sqrt(self.K) / gdp_mu(epsilon=eps, delta=d),
-            scale_name="noise_multiplier", allow_zero=True)
-        if self.noise_multiplier == 0 and accountant is not None:
-            raise ValueError("noise_multiplier=0 is the non-private reference: it releases the exact aggregation "
-                             "and has no privacy to record, so it takes no accountant")
+            scale_name="noise_multiplier", allow_zero=True, accountant=accountant)
         self.sensitivity = EDGE_SENSITIVITY
         self.accountant = accountant
         self.cached = cached

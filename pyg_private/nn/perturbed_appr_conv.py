@@ -139,11 +139,14 @@ class PerturbedAPPRConv(SparsePropagation):
         _check_ball(x, self.in_channels)
         if self.cached and self._cache is not None:
             c_x, c_graph, c_z = self._cache
-            if c_graph is edge_index and c_x.shape == x.shape and torch.equal(c_x, x):
-                return c_z
+            same_graph = c_graph is edge_index or (
+                isinstance(c_graph, Tensor) and isinstance(edge_index, Tensor) and c_graph.layout == edge_index.layout
+                == torch.strided and c_graph.shape == edge_index.shape and torch.equal(c_graph, edge_index))
+            if same_graph and c_x.shape == x.shape and torch.equal(c_x, x):
+                return c_z.clone()  # a caller's in-place change must not reach the cache
         z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10))
         if self.cached:
-            self._cache = (x.detach().clone(), edge_index, z)
+            self._cache = (x.detach().clone(), edge_index.clone() if isinstance(edge_index, Tensor) else edge_index, z)
         return z
 
     def calibration(self, num_rows: int) -> ObjectivePerturbationCalibration:
@@ -190,7 +193,7 @@ class PerturbedAPPRConv(SparsePropagation):
         if self.weight is None:
             raise RuntimeError("call fit(...) first")
         if mode == "public":
-            z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10))
+            z = self.propagation(x, edge_index)  # the training propagation, reused when cached
         elif mode == "private":
             _check_ball(x, self.in_channels)
             one_hop = appr_propagate(x, edge_index, alpha=self.alpha_inference, steps=1)
