@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional, Sequence
 
@@ -46,6 +45,7 @@ from ..accounting.contractive import contraction_factor
 from ..nn import ContractiveGraphLayer, GAPAggregation
 from ..transforms import l2_row_normalize
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
+from .selection import select_on_validation
 
 __all__ = ["CaribouConfig", "CaribouResult", "config_grid", "run_caribou", "search_caribou", "node_level_noise_multiplier"]
 
@@ -260,13 +260,6 @@ def search_caribou(datasets: Sequence[Data], grid: Iterable[CaribouConfig], *, e
 
     **Not charged:** each candidate spends on its own fresh accountant; see the module notes.
     """
-    best: Optional[tuple[float, CaribouConfig, list[CaribouResult]]] = None
-    for config in grid:
-        runs = [run_caribou(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
-                for d, s in zip(datasets, seeds)]
-        score = statistics.mean(r.val_accuracy for r in runs)
-        if best is None or score > best[0]:
-            best = (score, config, runs)
-    if best is None:
-        raise ValueError("`grid` is empty")
-    return best[1], best[2]
+    return select_on_validation(
+        grid, lambda config: [run_caribou(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
+                              for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional, Sequence
 
@@ -35,6 +34,7 @@ from ..nn import PerturbedAPPRConv
 from ..nn.perturbed_appr_conv import GCONFit
 from ..transforms import l2_row_normalize
 from .node_training import fit_full_batch
+from .selection import select_on_validation
 
 __all__ = ["GCONConfig", "GCONResult", "gcon_grid", "encode", "run_gcon", "search_gcon", "run_gcn"]
 
@@ -132,20 +132,17 @@ def search_gcon(datasets: Sequence[Data], grid: Iterable[GCONConfig], *, epsilon
     The edge-free encodings are computed once per run and encoder setting (kept in
     ``cache`` across calls when one is given)."""
     cache = {} if cache is None else cache
-    best = None
-    for config in grid:
+
+    def evaluate(config: GCONConfig) -> list[GCONResult]:
         runs = []
         for i, (d, s) in enumerate(zip(datasets, seeds)):
             key = (i, s) + tuple(getattr(config, f) for f in ENCODER_FIELDS)
             if key not in cache:
                 cache[key] = encode(d, config, s)
             runs.append(run_gcon(d, config, epsilon=epsilon, delta=delta, seed=s, encoded=cache[key]))
-        score = statistics.mean(r.val_accuracy for r in runs)
-        if best is None or score > best[0]:
-            best = (score, config, runs)
-    if best is None:
-        raise ValueError("`grid` is empty")
-    return best[1], best[2]
+        return runs
+
+    return select_on_validation(grid, evaluate, lambda r: r.val_accuracy)
 
 
 class _GCN(nn.Module):

@@ -48,7 +48,6 @@ import dataclasses
 import itertools
 import math
 import random
-import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional, Sequence
 
@@ -63,6 +62,7 @@ from ..metrics import roc_auc
 from ..transforms import (HDSFeaturePerturb, LaplaceFeaturePerturb, MultiBitFeaturePerturb,
                           PiecewiseFeaturePerturb)
 from ..utils.appr import appr_propagate
+from .selection import select_on_validation
 
 __all__ = ["PrivGEConfig", "PrivGEResult", "privge_grid", "perturb_features", "privge_embedding", "link_split",
            "run_privge_node", "run_privge_link", "search_privge", "roc_auc", "MECHANISMS"]
@@ -349,8 +349,8 @@ def search_privge(datasets: Sequence[Data], grid: Iterable[PrivGEConfig], *, eps
     reused by every propagation setting and head, exactly as :func:`run_privge_node` with
     that seed would draw it."""
     cache = {} if cache is None else cache
-    best = None
-    for config in grid:
+
+    def evaluate(config: PrivGEConfig) -> list[PrivGEResult]:
         runs = []
         for i, (d, s) in enumerate(zip(datasets, seeds)):
             emb = embedding_cached(d, config, epsilon, s, cache, key=(task, i),
@@ -359,12 +359,9 @@ def search_privge(datasets: Sequence[Data], grid: Iterable[PrivGEConfig], *, eps
                 runs.append(run_privge_node(d, config, epsilon, s, embedding=emb))
             else:
                 runs.append(run_privge_link(d, config, epsilon, s, split=splits[i], embedding=emb))
-        score = statistics.mean(r.val for r in runs)
-        if best is None or score > best[0]:
-            best = (score, config, runs)
-    if best is None:
-        raise ValueError("`grid` is empty")
-    return best[1], best[2]
+        return runs
+
+    return select_on_validation(grid, evaluate, lambda r: r.val)
 
 
 def embedding_cached(data: Data, config: PrivGEConfig, epsilon: float, seed: int, cache: dict, *, key: tuple,
