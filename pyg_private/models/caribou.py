@@ -47,7 +47,7 @@ from ..transforms import l2_row_normalize
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .selection import select_on_validation
 
-__all__ = ["CaribouConfig", "CaribouResult", "config_grid", "run_caribou", "search_caribou", "node_level_noise_multiplier"]
+__all__ = ["CaribouConfig", "CaribouResult", "CaribouModel", "config_grid", "run_caribou", "search_caribou", "node_level_noise_multiplier"]
 
 Method = Literal["caribou", "gap", "mlp"]
 
@@ -104,6 +104,36 @@ class CaribouResult:
     noise_std: float = 0.0  # per entry and hop of the aggregation (0: no noise)
     noise_multiplier: float = 0.0
     accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
+    model: Optional["CaribouModel"] = field(default=None, repr=False)
+
+
+@dataclass
+class CaribouModel:
+    """The trained pipeline, for inference on a graph of the user's choice.
+
+    :meth:`logits` runs the encoder, the unit rows, the aggregation and the head. The
+    aggregation is the layer that was trained with: on the training graph and features
+    it returns the cached release at no cost; on any other graph or features (for
+    example test-on-full after training on a subgraph) it is a **new release**, charged
+    to the run's accountant under the same noise multiplier.
+    """
+
+    config: CaribouConfig
+    encoder: Optional[nn.Module]
+    layer: Optional[nn.Module]
+    head: nn.Module
+
+    @torch.no_grad()
+    def logits(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """Class scores of every node of the graph ``(x, edge_index)``."""
+        x = x.float()
+        if self.encoder is not None:
+            self.encoder.eval()
+            x = self.encoder(x)
+        x0 = l2_row_normalize(x.detach(), mode=self.config.normalize)
+        z = _aggregate(self.config, self.layer, x0, edge_index)
+        self.head.eval()
+        return self.head(z)
 
 
 def _mlp(channels: list[int], config: CaribouConfig, plain_last: bool = True) -> nn.Module:
@@ -208,6 +238,7 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
                               weight_decay=config.weight_decay)
 
     # 1-2. edge-free encoder, rows on the ball
+    encoder = None
     if config.encoder_dim is not None:
         encoder = _mlp([x.size(1), config.hidden, config.encoder_dim], config, plain_last=False)
         fit(nn.Sequential(encoder, nn.Linear(config.encoder_dim, num_classes)), x, "encoder")
@@ -218,6 +249,7 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     # 3. the aggregation, computed once
     noise_std = 0.0
     multiplier = sigma
+    layer = None
     if config.method == "mlp":
         z = x0
     else:
@@ -227,14 +259,11 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
             layer = ContractiveGraphLayer(config.K, config.contraction, config.alpha1, config.beta, level=level,
                                           min_degree=min_degree, max_degree=max_degree, num_nodes=num_nodes,
                                           accountant=acct if private else None, cached=True, generator=gen, **noise)
-            xk = layer(x0, edge_index).to(x0.dtype)
-            z = torch.cat([x0, xk], dim=-1) if config.use_x0 else xk
             noise_std = layer.noise_std
         else:
             layer = GAPAggregation(config.K, accountant=acct if private else None, cached=True, generator=gen, **noise)
-            z = layer(x0, edge_index).to(x0.dtype)
-            z = z if config.use_x0 else z[:, x0.size(1):]
             noise_std = layer.noise_multiplier * layer.sensitivity
+        z = _aggregate(config, layer, x0, edge_index)
         multiplier = layer.noise_multiplier
 
     # 4. the head on the released features
@@ -243,7 +272,18 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
                else _mlp([z.size(1), config.hidden, num_classes], config), z, "head")
     return CaribouResult(config=config, epsilon=epsilon, val_accuracy=accuracy(head, z, y, data.val_mask),
                          test_accuracy=accuracy(head, z, y, data.test_mask), noise_std=noise_std,
-                         noise_multiplier=multiplier, accountant=acct)
+                         noise_multiplier=multiplier, accountant=acct,
+                         model=CaribouModel(config, encoder, layer, head))
+
+
+def _aggregate(config: CaribouConfig, layer: Optional[nn.Module], x0: Tensor, edge_index: Tensor) -> Tensor:
+    """The head's input: ``[X0 || X^K]`` (CARIBOU), the hops (GAP) or ``X0`` (MLP)."""
+    if layer is None:
+        return x0
+    z = layer(x0, edge_index).to(x0.dtype)
+    if config.method == "caribou":
+        return torch.cat([x0, z], dim=-1) if config.use_x0 else z
+    return z if config.use_x0 else z[:, x0.size(1):]
 
 
 def config_grid(base: CaribouConfig, **choices: Sequence) -> list[CaribouConfig]:

@@ -1,6 +1,7 @@
 r"""Edge-private personalized PageRank by noisy graph diffusion (Wei, Chien and Li 2024)."""
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, Optional, Sequence
 
 import torch
@@ -51,7 +52,9 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     PPR vectors and released): then use ``personalized=False``.
 
     **Calibration.** Give ``noise_scale`` (the Laplace *scale* :math:`\sigma`, not a
-    standard deviation) or ``epsilon`` and ``delta``. The target is met by a release of
+    standard deviation) or ``epsilon`` and ``delta``. ``noise_scale=0`` is the
+    non-private reference (the exact clipped diffusion: no noise, nothing charged, no
+    accountant accepted), for audits and utility comparisons. The target is met by a release of
     ``epsilon_columns`` columns (default 1: **per column**; a forward with more columns
     costs more and the accountant records the truth). The calibrated scale is
     ``layer.noise_scale``; it is proportional to :math:`\eta` and does not depend on the
@@ -126,10 +129,12 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             lambda eps, d: lazy_ppr_noise_scale(
                 epsilon=eps, delta=d, num_iterations=self.num_iterations, eta=self.eta, alpha=self.alpha,
                 personalized=self.personalized, num_columns=self.epsilon_columns, orders=self.orders),
+            allow_zero=True, accountant=accountant,
         )
-        self._column_curve = lazy_ppr_rdp(self.orders, noise_scale=self.noise_scale,
-                                          num_iterations=self.num_iterations, eta=self.eta, alpha=self.alpha,
-                                          personalized=self.personalized)
+        # noise_scale=0 is the non-private reference: exact diffusion, no curve, nothing charged
+        self._column_curve = None if self.noise_scale == 0 else lazy_ppr_rdp(
+            self.orders, noise_scale=self.noise_scale, num_iterations=self.num_iterations, eta=self.eta,
+            alpha=self.alpha, personalized=self.personalized)
         self.accountant = accountant
         self.cached = cached
         self.symmetrize = symmetrize
@@ -138,12 +143,16 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
 
     # ---------------------------------------------------------------- accounting
     def column_curve(self) -> Tensor:
-        """The RDP curve of one column on ``self.orders`` (a copy)."""
+        """The RDP curve of one column on ``self.orders`` (a copy; infinite without noise)."""
+        if self._column_curve is None:
+            return torch.full((len(self.orders),), math.inf, dtype=torch.float64)
         return torch.as_tensor(self._column_curve.copy())
 
     def event(self, num_columns: int) -> PrivacyEvent:
         """The event of a release of ``num_columns`` columns (to one party, or per recipient)."""
         c = check_positive_int(num_columns, "num_columns")
+        if self._column_curve is None:
+            raise ValueError("noise_scale=0 is the non-private reference: it has no privacy event")
         return rdp_event(
             unit="edge", orders=self.orders, rdp=c * self._column_curve, name=self.name,
             mechanism="noisy_ppr_personalized" if self.personalized else "noisy_ppr_diffusion",
@@ -182,7 +191,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         cached = self._from_cache(ei, s0)
         if cached is not None:
             return cached.to(out_dtype)
-        self._charge(seeds, s0.size(1))  # before any noise is drawn
+        if self.noise_scale > 0:
+            self._charge(seeds, s0.size(1))  # before any noise is drawn
         out = self._diffuse(ei, n, s0, seeds)
         if self.output_projection == "l1_ball":
             out = project_l1_ball(out)
@@ -203,7 +213,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             restart = None  # one-hot: add (1 - beta) at (seed_c, c) only
         else:
             restart = (1.0 - beta) * s0
-        noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator)
+        noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator) \
+            if self.noise_scale > 0 else None
         s = s0.clone()
         xc = torch.empty_like(s)
         scaled = torch.empty_like(s)
@@ -222,7 +233,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
                 s[seeds, cols] += 1.0 - beta
             else:
                 s.add_(restart)
-            s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
+            if self.noise_scale > 0:
+                s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
         return s
 
     def __repr__(self) -> str:

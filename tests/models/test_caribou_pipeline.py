@@ -148,3 +148,22 @@ def test_head_blocks_and_use_x0(chain, monkeypatch):
         run_caribou(chain, CaribouConfig(method, K=3, use_x0=use_x0, **raw), epsilon=4.0, delta=1e-2, min_degree=1,
                     seed=0)
         assert seen[-1] == expected, (method, use_x0)
+
+
+def test_trained_model_reuses_the_cached_release_and_charges_a_new_graph(chain):
+    config = CaribouConfig("caribou", K=3, contraction=0.9, encoder_dim=4, hidden=8, **FAST)
+    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=1, seed=0)
+    model, acct = result.model, result.accountant
+    assert len(acct.events) == 1
+    logits = model.logits(chain.x, chain.edge_index)
+    assert logits.shape == (chain.num_nodes, int(chain.y.max()) + 1)
+    assert len(acct.events) == 1  # the training graph: the cached release, free
+    pred = logits.argmax(-1)
+    assert float((pred[chain.test_mask] == chain.y[chain.test_mask]).double().mean()) == pytest.approx(
+        result.test_accuracy)
+    sub = chain.edge_index[:, : chain.edge_index.size(1) // 2]
+    sub = torch.cat([sub, sub.flip(0)], dim=1).unique(dim=1)
+    model.logits(chain.x, sub)
+    assert len(acct.events) == 2 and acct.events[1].unit.value == "edge"  # another graph: a new release
+    mlp = run_caribou(chain, CaribouConfig("mlp", encoder_dim=None, **FAST), epsilon=2.0, delta=1e-2, min_degree=1)
+    assert mlp.model.layer is None and mlp.model.logits(chain.x, sub).shape == logits.shape

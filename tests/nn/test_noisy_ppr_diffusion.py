@@ -48,6 +48,24 @@ def test_sigma_to_zero_eta_to_infinity_is_exact_lazy_ppr():
     torch.testing.assert_close(out, exact_lazy_ppr(ei, 60, [0, 7, 59], 0.85, 80), rtol=0, atol=1e-13)
 
 
+def test_noise_scale_zero_is_the_exact_non_private_reference():
+    torch.manual_seed(0)
+    ei = erdos_renyi_graph(60, 0.08)
+    layer = NoisyPPRDiffusion(alpha=0.15, num_iterations=80, eta=1e300, noise_scale=0.0)
+    x = torch.zeros(60, 3, dtype=torch.float64)
+    x[[0, 7, 59], [0, 1, 2]] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to track: no UntrackedPrivacyWarning either
+        out = layer(x, ei)
+    torch.testing.assert_close(out, exact_lazy_ppr(ei, 60, [0, 7, 59], 0.85, 80), rtol=0, atol=1e-13)
+    assert torch.equal(layer(x, ei), out)  # deterministic
+    assert torch.isinf(layer.column_curve()).all()
+    with pytest.raises(ValueError, match="no privacy event"):
+        layer.event(1)
+    with pytest.raises(ValueError, match="non-private reference"):
+        NoisyPPRDiffusion(noise_scale=0.0, accountant=PrivacyAccountant())
+
+
 def _random_simple_graph(rng, n):
     pairs = [(i, j) for i, j in itertools.combinations(range(n), 2) if rng.random() < 0.5]
     return pairs
@@ -192,7 +210,7 @@ def test_isolated_nodes_and_projection():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(alpha=0.0, noise_scale=1.0), "alpha"), (dict(alpha=1.0, noise_scale=1.0), "alpha"),
     (dict(num_iterations=0, noise_scale=1.0), "num_iterations"), (dict(eta=-1.0, noise_scale=1.0), "eta"),
-    (dict(noise_scale=0.0), "noise_scale"), (dict(epsilon=0.0, delta=1e-5), "epsilon"),
+    (dict(noise_scale=-1.0), "noise_scale"), (dict(epsilon=0.0, delta=1e-5), "epsilon"),
     (dict(epsilon=1.0, delta=1.0), "delta"), (dict(epsilon=1.0), "delta"), (dict(), "exactly one"),
     (dict(noise_scale=1.0, output_projection="sphere"), "output_projection"),
 ])
