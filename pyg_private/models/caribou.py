@@ -157,9 +157,12 @@ class MultiInputHead(nn.Module):
 
 
 def _dp_sgd_steps(num_train: int, config: CaribouConfig) -> tuple[float, int]:
-    """Poisson rate and number of steps of one DP-SGD fit (as :func:`fit_dp_sgd` runs it)."""
+    """Poisson rate and number of steps of one DP-SGD fit, exactly as :func:`fit_dp_sgd`
+    runs it: Opacus' ``DPDataLoader`` samples at rate ``1 / len(loader)`` (not
+    ``batch / n``) and takes ``len(loader) = ceil(n / batch)`` steps per epoch."""
     batch = min(config.batch_size, num_train)
-    return batch / num_train, config.epochs * math.ceil(num_train / batch)
+    per_epoch = math.ceil(num_train / batch)
+    return 1.0 / per_epoch, config.epochs * per_epoch
 
 
 def node_level_noise_multiplier(*, epsilon: float, delta: float, config: CaribouConfig, num_train: int) -> float:

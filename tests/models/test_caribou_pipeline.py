@@ -167,3 +167,19 @@ def test_trained_model_reuses_the_cached_release_and_charges_a_new_graph(chain):
     assert len(acct.events) == 2 and acct.events[1].unit.value == "edge"  # another graph: a new release
     mlp = run_caribou(chain, CaribouConfig("mlp", encoder_dim=None, **FAST), epsilon=2.0, delta=1e-2, min_degree=1)
     assert mlp.model.layer is None and mlp.model.logits(chain.x, sub).shape == logits.shape
+
+
+def test_node_level_calibration_matches_opacus_sampling_rate(chain):
+    """Opacus samples at 1 / len(loader), not batch / n: the calibration must use the same
+    rate, or it spends less than the target (it did: 0.87 of 1.0 on a Cora subgraph)."""
+    num_train = int(chain.train_mask.sum())
+    batch = 3
+    assert num_train % batch != 0  # so that batch / n and 1 / ceil(n / batch) differ
+    config = CaribouConfig("caribou", K=2, contraction=0.9, encoder_dim=None, hidden=8, epochs=2, lr=1e-2,
+                           batch_size=batch)
+    result = run_caribou(chain, config, epsilon=4.0, delta=1e-3, level="node", min_degree=1, max_degree=2,
+                         num_nodes=48, seed=0)
+    rates = {e.params["sample_rate"] for e in result.accountant.events if e.name == "head"}
+    assert rates == {1 / math.ceil(num_train / batch)}
+    assert result.accountant.epsilon("node", 1e-3) == pytest.approx(4.0, rel=1e-3)
+    assert result.accountant.epsilon("node", 1e-3) <= 4.0 * (1 + 1e-6)
