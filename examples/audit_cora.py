@@ -352,8 +352,8 @@ def main() -> None:
 
     for cls in TARGETS:
         direction_cache = None  # the noiseless canary effects do not depend on epsilon
-        for eps in args.epsilons:
-            target = cls(x, data.y, n, eps, delta, seed=3)
+        for i, eps in enumerate(args.epsilons):
+            target = cls(x, data.y, n, eps, delta, seed=3 + i)  # fresh noise per epsilon
             link_x = target.signal if isinstance(target, NoisyPPR) else x
             new = [run_linkteller(target, ei, nodes, link_x)]
             if isinstance(target, GCON):

@@ -55,38 +55,21 @@ _ENUMERATE_LIMIT = 4_000_000  # enumerate all pairs below this many (non-disjoin
 
 
 @dataclass(frozen=True)
-class CanaryAudit:
-    """The result of :func:`canary_edge_audit`.
+class CanaryAudit(OneRunAudit):
+    """The result of :func:`canary_edge_audit`: the :class:`OneRunAudit` of the pooled
+    canaries (``canaries`` counts all of them, over every run), and what it came from.
 
     Attributes:
-        epsilon (float): the lower bound on the per-edge epsilon (0 if none).
-        confidence (float): the probability that the bound holds.
-        delta (float): the delta the bound is stated for.
-        canaries (int): :math:`m`, all canaries pooled over the runs.
-        guesses (int): :math:`r` of the reported bound.
-        correct (int): :math:`v`, correct guesses among them.
-        auc (float): ROC-AUC of the scores against the inclusion bits (diagnostic).
-        guesses_tried (tuple of int): the :math:`r` values tried (Bonferroni split).
         runs (int): number of releases.
         scores (Tensor): ``[m]`` float64 scores, run after run.
         included (Tensor): ``[m]`` bool inclusion bits.
         pairs (Tensor): ``[2, m]`` canary pairs (``u < v``), run after run.
-        audit (OneRunAudit): the underlying one-run audit.
     """
 
-    epsilon: float
-    confidence: float
-    delta: float
-    canaries: int
-    guesses: int
-    correct: int
-    auc: float
-    guesses_tried: tuple
     runs: int
     scores: Tensor
     included: Tensor
     pairs: Tensor
-    audit: OneRunAudit
 
 
 # --------------------------------------------------------------------------- helpers
@@ -394,6 +377,4 @@ def canary_edge_audit(release: Callable[[Tensor], Any], score: Callable[[Any, Te
     if guesses is None:
         guesses = _default_guesses(m)
     res = one_run_audit(scores, included, guesses=guesses, delta=delta, confidence=confidence)
-    return CanaryAudit(epsilon=res.epsilon, confidence=res.confidence, delta=res.delta, canaries=res.canaries,
-                       guesses=res.guesses, correct=res.correct, auc=res.auc, guesses_tried=res.guesses_tried,
-                       runs=runs, scores=scores, included=included, pairs=pairs_all, audit=res)
+    return CanaryAudit(**vars(res), runs=runs, scores=scores, included=included, pairs=pairs_all)

@@ -104,13 +104,18 @@ class EpsilonLowerBound:
 
 # --------------------------------------------------------------------------- validation
 
+def _check_open_unit(value: float, name: str) -> float:
+    """``value`` as a float, required to be a real number in the open interval (0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"`{name}` must be a real number; got {type(value).__name__}")
+    v = float(value)
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"`{name}` must lie in (0, 1); got {value!r}")
+    return v
+
+
 def _check_confidence(confidence: float) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, Real):
-        raise TypeError(f"`confidence` must be a real number; got {type(confidence).__name__}")
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ValueError(f"`confidence` must lie in (0, 1); got {confidence!r}")
-    return c
+    return _check_open_unit(confidence, "confidence")
 
 
 def _check_delta(delta: float) -> float:

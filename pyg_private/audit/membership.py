@@ -45,7 +45,6 @@ Caveats
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
 from typing import Callable, Optional
 
 import numpy as np
@@ -55,6 +54,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from ..metrics.auc import roc_auc
+from .empirical_epsilon import _check_open_unit
 
 __all__ = ["MembershipResult", "member_split", "member_subgraph", "membership_scores", "threshold_attack",
            "shadow_attack", "membership_inference", "SCORE_KINDS"]
@@ -102,12 +102,7 @@ class MembershipResult:
 # --------------------------------------------------------------------------- validation
 
 def _check_fraction(fraction: float) -> float:
-    if isinstance(fraction, bool) or not isinstance(fraction, Real):
-        raise TypeError(f"`fraction` must be a real number; got {type(fraction).__name__}")
-    f = float(fraction)
-    if not 0.0 < f < 1.0:
-        raise ValueError(f"`fraction` must lie in (0, 1); got {fraction!r}")
-    return f
+    return _check_open_unit(fraction, "fraction")
 
 
 def _check_mask(mask, n: int, name: str, *, nonempty: bool = True) -> Tensor:
