@@ -91,6 +91,13 @@ class OneRunAudit:
             the attack's strength, not part of the bound).
         guesses_tried (tuple of int): every :math:`r` evaluated (distinct, in the given
             order).
+        ceiling (float): the bound a *perfect* attack (every guess right, which needs as
+            many included canaries as guessed) would reach with
+            the same canaries, guess counts, delta and confidence: the most this audit can
+            certify. With :math:`\delta > 0` the term :math:`2 m \delta` caps it (for
+            example about 5.2 for 4,000 canaries at :math:`\delta = 1/5278` and one guess
+            count, 3.7 with four), so a bound at or below a claimed epsilon above the
+            ceiling is no evidence at all.
     """
 
     epsilon: float
@@ -101,6 +108,7 @@ class OneRunAudit:
     correct: int
     auc: float
     guesses_tried: tuple
+    ceiling: float
 
 
 # --------------------------------------------------------------------------- validation
@@ -357,6 +365,7 @@ def one_run_audit(scores, included, *, guesses: Union[int, Sequence[int]], delta
         eps = one_run_epsilon_lower_bound(m, r, v, delta=d, confidence=per_c)
         if best is None or eps > best[0]:
             best = (eps, r, v)
+    ceiling = max(one_run_epsilon_lower_bound(m, r, r, delta=d, confidence=per_c) for r in tried)
     auc = roc_auc(torch.from_numpy(s), torch.from_numpy(inc))
     return OneRunAudit(epsilon=float(best[0]), confidence=c, delta=d, canaries=m, guesses=best[1],
-                       correct=best[2], auc=float(auc), guesses_tried=tuple(tried))
+                       correct=best[2], auc=float(auc), guesses_tried=tuple(tried), ceiling=float(ceiling))

@@ -45,6 +45,13 @@ Steps = Union[int, float, Sequence[Union[int, float]]]
 #: iterate's largest entry: below that, the iterates of that dtype change by rounding alone
 _ROUNDING_FLOOR = 8
 
+#: the stall rule of ``steps=inf``: progress is a weighted change below this fraction of the
+#: last recorded one, and the iteration is stalled after ``ceil(2 / alpha) + 5`` iterations
+#: without progress; it then stops if the change is within ``_NOISE_MARGIN / alpha`` times the
+#: rounding error bound of one step (see ``appr_propagate``'s ``tol`` and ``_stall_update``)
+_PROGRESS = 0.5
+_NOISE_MARGIN = 4.0
+
 
 @torch.no_grad()
 def appr_propagate(x: Tensor, edge_index_or_adj: Any, *, alpha: float, steps: Steps, r: float = 0.0,
@@ -79,14 +86,34 @@ def appr_propagate(x: Tensor, edge_index_or_adj: Any, *, alpha: float, steps: St
             (:math:`\mathbf{x}` for :math:`m = 0`). (default: :obj:`True`)
         num_nodes (int, optional): must equal ``x.size(0)`` when given.
         tol (float): ``steps=inf`` stops at the first iterate whose largest absolute change
-            is at most ``tol``, raised where needed to ``8 * eps(dtype) * max|H_k|`` (about
-            ``1e-6 * max|H_k|`` in float32): near the fixed point the iterates keep changing
-            by up to about one unit of roundoff, so a smaller ``tol`` (such as the default in
-            float32) could never be met. ``tol=0`` iterates to that floor. The error left is
-            at most :math:`\frac{1-\alpha}{\alpha}` times the last change in the max norm for
-            ``r = 0`` (row-stochastic :math:`\tilde{\mathbf{A}}`). (default: :obj:`1e-10`)
-        max_iter (int): ``steps=inf`` raises a ``RuntimeError`` if it has not converged after
-            this many iterations. (default: :obj:`10000`)
+            :math:`\|\mathbf{H}_k - \mathbf{H}_{k-1}\|_\infty` is at most ``tol``, raised
+            where needed to ``8 * eps(dtype) * max|H_k|`` (about ``1e-6 * max|H_k|`` in
+            float32): near the fixed point the iterates keep changing by rounding alone, so a
+            smaller ``tol`` (such as the default in float32) could never be met. ``tol=0``
+            iterates to that floor. The error left is at most
+            :math:`\frac{1-\alpha}{\alpha}` times the last change in the max norm for
+            ``r = 0`` (row-stochastic :math:`\tilde{\mathbf{A}}`).
+            On large graphs with high-degree nodes the rounding error of one step (a sum of
+            up to ``degree + 2`` terms per row) can exceed that floor, and the iterates then
+            cycle or wander at the rounding level without meeting it. So ``steps=inf`` also
+            stops, returning the current iterate, when both of these hold: (i) the change in
+            the weighted norm :math:`c_k = \|\mathbf{D}^{-r}(\mathbf{H}_k -
+            \mathbf{H}_{k-1})\|_\infty`, in which :math:`\tilde{\mathbf{A}}` is
+            non-expansive (a zero degree weighted 1), has not fallen below half of its last
+            recorded value for ``ceil(2 / alpha) + 5`` iterations (the last recorded value
+            being the first change, or the last one that fell below half of the one recorded
+            before it); (ii) :math:`c_k \le \frac{4}{\alpha} \|\mathbf{D}^{-r}\mathbf{N}\|_\infty`,
+            where :math:`N_{ij} = \gamma_{m_i+2}\,(\alpha|X_{ij}| + ((1-\alpha)|\tilde{\mathbf{A}}|\,|\mathbf{H}_k|)_{ij})`,
+            :math:`m_i` the number of stored neighbours of node ``i`` and
+            :math:`\gamma_m = \frac{m u}{1 - m u}` (:math:`u` = ``eps(dtype) / 2``; infinite for
+            :math:`m u \ge 1`), bounds the rounding error of one step in any summation order.
+            The change obeys :math:`c_{k+1} \le (1-\alpha) c_k + 2\|\mathbf{D}^{-r}\mathbf{N}\|_\infty`,
+            so (ii) always holds after finitely many iterations and stops only an iteration at
+            its rounding level; while the change still shrinks at the exact rate
+            (:math:`(1-\alpha)^{\lceil 2/\alpha\rceil + 5} < 1/2`), (i) does not hold, so a
+            reachable ``tol`` is met as before. (default: :obj:`1e-10`)
+        max_iter (int): ``steps=inf`` raises a ``RuntimeError`` if it has stopped by neither
+            rule after this many iterations. (default: :obj:`10000`)
         symmetrize (bool): symmetrise a directed graph (and drop self-loops and duplicate
             edges) instead of raising. (default: :obj:`False`)
 
@@ -141,6 +168,9 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
     restart = x * alpha
     buffers = (torch.empty_like(x), torch.empty_like(x))
     floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
+    window = _stall_window(alpha)
+    weight = _norm_weight(crow, r, self_loops, x.dtype) if until_converged else None
+    best, since = math.inf, 0  # the last recorded weighted change, and the iterations since
     found: dict = {}
     h = x
     k = 0
@@ -154,8 +184,17 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
             found[k] = out if k == last and not until_converged else out.clone()
         if until_converged and k >= last:
             diff = h.sub(out) if h is x else h.sub_(out)  # h is not needed any more (a stored one is a copy)
-            change = float(torch.linalg.vector_norm(diff, math.inf))
-            if change <= max(tol, floor * float(torch.linalg.vector_norm(out, math.inf))):
+            row_change = diff.abs_().amax(dim=1)  # one pass for both norms (faster than vector_norm)
+            change = float(row_change.max())
+            low, high = torch.aminmax(out)
+            converged = change <= max(tol, floor * max(-float(low), float(high)))
+            if not converged:
+                wchange = change if weight is None else float(row_change.mul_(weight).max())
+                best, since = _stall_update(best, since, wchange)
+                if since >= window and (since - window) % window == 0:  # stalled: at the rounding level?
+                    noise = _rounding_noise(out, restart, adj, diag, crow, weight)
+                    converged = _at_rounding_level(wchange, noise, alpha)
+            if converged:
                 found[math.inf] = out if k not in stops else found[k]
                 return found
             if k >= max_iter:
@@ -166,6 +205,67 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
         elif k >= last:
             return found
         h = out
+
+
+def _stall_window(alpha: float) -> int:
+    """Iterations without progress after which ``steps=inf`` counts as stalled: ceil(2 / alpha) + 5.
+
+    The weighted change shrinks by at least 1 - alpha per exact iteration, so over this window by
+    (1 - alpha)^window < exp(-2) < _PROGRESS: an iteration that is not at its rounding level makes
+    progress at least once in every window."""
+    return math.ceil(2.0 / alpha) + 5
+
+
+def _stall_update(best: float, since: int, change: float) -> tuple[float, int]:
+    """One step of the stall tracker: ``(best, since)`` after a weighted change ``change``.
+
+    ``best`` is the last recorded change (``inf`` before the first), ``since`` the iterations
+    since it was recorded. A change below ``_PROGRESS * best`` is progress and is recorded."""
+    if change < _PROGRESS * best:
+        return change, 0
+    return best, since + 1
+
+
+def _at_rounding_level(change: float, noise: float, alpha: float) -> bool:
+    """Whether a weighted change is within reach of rounding: ``change <= 4 / alpha * noise``.
+
+    With ``noise`` a bound on the weighted rounding error of one step, the weighted change obeys
+    ``c_{k+1} <= (1 - alpha) c_k + 2 noise``: its limit superior is at most ``2 noise / alpha``,
+    which the margin 4 covers twice (``noise`` is taken at the current iterate)."""
+    return change <= _NOISE_MARGIN / alpha * noise
+
+
+def _norm_weight(crow: Tensor, r: float, self_loops: bool, dtype: torch.dtype) -> Optional[Tensor]:
+    """``D^-r`` as a vector ``[N]`` (a zero degree weighted 1), or ``None`` for ``r = 0``: Ã is
+    non-expansive in the norm ``max |D^-r v|`` (``D^-r Ã v`` averages ``D^-r v`` over a row)."""
+    if r == 0.0:
+        return None
+    deg = crow.diff().to(torch.float64)
+    if self_loops:
+        deg.add_(1.0)
+    return torch.where(deg > 0, deg.pow(-r), torch.ones_like(deg)).to(dtype)
+
+
+def _rounding_noise(h: Tensor, restart: Tensor, adj: Tensor, diag: Optional[Tensor], crow: Tensor,
+                    weight: Optional[Tensor]) -> float:
+    """A bound on the weighted rounding error ``max |D^-r E|`` of one step from ``h``.
+
+    Row ``i`` of a step, ``restart_i + sum_j adj_ij h_j (+ diag_i h_i)``, sums ``m_i + 2`` terms
+    (``m_i`` stored neighbours); in any order its error is at most ``gamma_{m_i+2}`` times the sum
+    of the absolute terms, ``gamma_m = m u / (1 - m u)`` with the unit roundoff ``u = eps / 2``
+    (Higham, Accuracy and Stability of Numerical Algorithms, §4.2; infinite for ``m u >= 1``).
+    The stored values of ``adj`` and ``diag`` are non-negative."""
+    h_abs = h.abs()
+    terms = torch.addmm(restart.abs(), adj, h_abs)
+    if diag is not None:
+        terms.addcmul_(h_abs, diag)
+    u = torch.finfo(h.dtype).eps / 2
+    mu = crow.diff().to(torch.float64).add_(2.0).mul_(u)
+    gamma = torch.where(mu < 1, mu / (1 - mu), torch.full_like(mu, math.inf)).unsqueeze(-1)
+    if weight is not None:
+        gamma = gamma * weight.to(torch.float64).unsqueeze(-1)
+    per_row = torch.linalg.vector_norm(terms, math.inf, dim=1, keepdim=True).to(torch.float64)
+    return float(torch.where(per_row > 0, per_row * gamma, 0.0).max())  # 0 * inf is no error
 
 
 def _graph_csr(adj: Any, n: int, symmetrize: bool) -> tuple[Tensor, Tensor]:

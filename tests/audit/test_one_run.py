@@ -136,6 +136,19 @@ def test_bonferroni_over_guesses():
     assert 0.6 < res.auc < 0.8
 
 
+def test_ceiling_is_the_perfect_attacks_bound_and_delta_caps_it():
+    rng = np.random.default_rng(1)
+    inc = rng.permutation(np.arange(4000) < 2000)  # balanced, so that a perfect attack gets all r right
+    noisy = one_run_audit(inc * 0.2 + rng.normal(0, 1.0, inc.size), inc, guesses=4000, delta=1 / 5278)
+    perfect = one_run_audit(inc * 1.0, inc, guesses=4000, delta=1 / 5278)
+    assert perfect.epsilon == pytest.approx(perfect.ceiling) and noisy.ceiling == perfect.ceiling
+    assert 0 <= noisy.epsilon < noisy.ceiling
+    assert 5.0 < perfect.ceiling < 5.5  # measured 5.21: the 2 m delta term caps it (6.8 at delta = 0)
+    four = one_run_audit(inc * 1.0, inc, guesses=(400, 1000, 2000, 4000), delta=1 / 5278)
+    assert 3.5 < four.ceiling < 3.9  # measured 3.67: a Bonferroni split over four counts costs 1.5
+    assert one_run_audit(inc * 1.0, inc, guesses=4000).ceiling > 6.5
+
+
 # --------------------------------------------------------------------------- validation
 
 def test_validation_errors():

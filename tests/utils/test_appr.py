@@ -247,3 +247,146 @@ def test_infinite_steps_stop_at_tol():
     tight = appr_propagate(x, ei, alpha=0.1, steps=math.inf, tol=0.0).numpy()  # to the rounding floor
     assert np.abs(loose - exact).max() <= 9 * 1e-3  # (1 - alpha) / alpha times the last change
     assert np.abs(tight - exact).max() <= 1e-12
+
+
+# --- steps=inf at the rounding level (float32 on graphs with high-degree nodes) ---------------
+
+from pyg_private.utils import appr as appr_module  # noqa: E402  (the stopping rule's helpers)
+
+
+def _star(n):
+    """The star on n nodes: node 0 joined to every other node (degree n - 1)."""
+    leaves = torch.arange(1, n)
+    hub = torch.zeros(n - 1, dtype=torch.long)
+    return torch.stack([torch.cat([hub, leaves]), torch.cat([leaves, hub])])
+
+
+@pytest.mark.parametrize("self_loops", [False, True])
+@pytest.mark.parametrize("r", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("alpha", [0.05, 0.1])
+def test_float32_star_converges_at_its_rounding_level(alpha, r, self_loops):
+    # Without self-loops the float32 iterates of this star end in a cycle whose largest change is
+    # about 10-60 eps * max|H| (the hub sums 1999 terms), above the 8 eps * max|H| floor of the
+    # change criterion: before the stall rule this raised "did not converge in max_iter".
+    n = 2000
+    ei = _star(n)
+    x = _features(n, f=8, seed=0, dtype=torch.float32)
+    out = appr_propagate(x, ei, alpha=alpha, steps=math.inf, r=r, self_loops=self_loops)
+    assert out.dtype == torch.float32
+    ref = appr_propagate(x.double(), ei, alpha=alpha, steps=math.inf, r=r, self_loops=self_loops)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+    # as good as the float32 iteration gets: many more iterations do not improve it
+    far = appr_propagate(x, ei, alpha=alpha, steps=[20 * math.ceil(1 / alpha) + 400], r=r, self_loops=self_loops)
+    err, err_far = float((out.double() - ref).abs().max()), float((far.double() - ref).abs().max())
+    assert err <= 2 * err_far + 1e-6 * float(ref.abs().max())
+
+
+def test_float32_star_still_raises_when_max_iter_is_too_small():
+    n = 2000
+    x = _features(n, f=8, seed=0, dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="did not converge in max_iter=20"):
+        appr_propagate(x, _star(n), alpha=0.1, steps=math.inf, r=0.5, self_loops=False, max_iter=20)
+
+
+def test_float64_star_unchanged_and_to_tol():
+    n = 300
+    ei = _star(n)
+    x = _features(n, f=2, seed=3)
+    for r, self_loops in ((0.0, True), (0.5, False), (1.0, False)):
+        exact = appr_matrix_dense(ei, n, 0.1, math.inf, r, self_loops) @ x.numpy()
+        out = appr_propagate(x, ei, alpha=0.1, steps=math.inf, r=r, self_loops=self_loops, tol=0.0).numpy()
+        assert np.abs(out - exact).max() <= 1e-12 * np.abs(exact).max() * n
+
+
+def test_stall_window_outlasts_the_exact_contraction():
+    for alpha in (1e-3, 0.01, 0.05, 0.1, 0.3, 0.5, 0.9, 0.999):
+        window = appr_module._stall_window(alpha)
+        assert window == math.ceil(2 / alpha) + 5
+        assert (1 - alpha) ** window < appr_module._PROGRESS  # exact iterations always make progress
+
+
+def _run_rule(changes, alpha, noise):
+    """Feed a sequence of weighted changes to the stall rule as ``_recursion`` does; return the
+    (1-based) iteration at which it stops, or None."""
+    window = appr_module._stall_window(alpha)
+    best, since = math.inf, 0
+    for k, c in enumerate(changes, 1):
+        best, since = appr_module._stall_update(best, since, c)
+        if since >= window and (since - window) % window == 0 and appr_module._at_rounding_level(c, noise, alpha):
+            return k
+    return None
+
+
+def test_stall_update_records_only_halving_progress():
+    best, since = appr_module._stall_update(math.inf, 0, 1.0)
+    assert (best, since) == (1.0, 0)  # the first change is recorded
+    assert appr_module._stall_update(1.0, 0, 0.6) == (1.0, 1)  # not below half: no progress
+    assert appr_module._stall_update(1.0, 7, 0.49) == (0.49, 0)
+    assert appr_module._stall_update(1.0, 3, 2.0) == (1.0, 4)
+
+
+def test_stall_rule_never_fires_while_the_change_shrinks_geometrically():
+    for alpha in (0.01, 0.1, 0.5):
+        # (down to 1e-250; a change of 0 stops by the tolerance criterion before this rule)
+        changes = [(1 - alpha) ** k for k in range(round(math.log(1e-250) / math.log(1 - alpha)))]
+        assert _run_rule(changes, alpha, noise=1.0) is None  # even with a huge noise bound
+        # nor with a slower, exactly contracting change that dips below half within each window
+        changes = [(1 - alpha / 2) ** k for k in range(round(math.log(1e-250) / math.log(1 - alpha / 2)))]
+        assert _run_rule(changes, alpha, noise=1.0) is None
+
+
+def test_stall_rule_fires_on_a_cycle_at_the_rounding_level_only():
+    alpha = 0.1
+    window = appr_module._stall_window(alpha)
+    decay = [(1 - alpha) ** k for k in range(300)]
+    level = decay[-1]
+    cycle = decay + [level * 3, level * 2] * 200  # a 2-cycle just above where the decay ended
+    stop = _run_rule(cycle, alpha, noise=level)  # within 4 / alpha * noise
+    assert stop is not None and len(decay) < stop <= len(decay) + window + 1
+    assert _run_rule(cycle, alpha, noise=level * 1e-3) is None  # far above the rounding level: no stop
+    assert _run_rule([0.5] * (10 * window), alpha, noise=0.5 * alpha / 4) == window + 1
+    assert _run_rule([0.5] * (10 * window), alpha, noise=0.5 * alpha / 4.001) is None  # exactly 4 / alpha
+    assert _run_rule([0.5] * window, alpha, noise=1.0) is None  # not before a whole window without progress
+
+
+def test_stall_rule_terminates_on_simulated_rounding_noise():
+    # c_{k+1} <= (1 - alpha) c_k + 2 noise, with rounding noise of random size below the bound:
+    # the rule stops, and stops only at the rounding level.
+    gen = np.random.default_rng(0)
+    for alpha in (0.05, 0.1, 0.5):
+        for noise in (1e-7, 1e-4):
+            c, changes = 1.0, []
+            for _ in range(20_000):
+                changes.append(c)
+                c = (1 - alpha) * c * gen.uniform(0.9, 1.0) + 2 * noise * gen.uniform(0.0, 1.0)
+            stop = _run_rule(changes, alpha, noise)
+            # within the exact decay to the noise level plus a few windows
+            assert stop is not None
+            assert stop <= math.log(noise) / math.log(1 - alpha) + 3 * appr_module._stall_window(alpha)
+            assert changes[stop - 1] <= 4 / alpha * noise
+
+
+def test_rounding_noise_bounds_one_float32_step():
+    # the error of one float32 step (with the float32 operator, against the same step in float64)
+    # is within the bound the stall rule uses, in the weighted norm max |D^-r E|
+    n = 2000
+    ei = _star(n)
+    x = _features(n, f=8, seed=1, dtype=torch.float32)
+    crow, col = csr_indices(ei, n)
+    for r, self_loops in ((0.5, False), (0.9, True), (0.0, True)):
+        adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=0.9,
+                                                   dtype=torch.float32)
+        restart = x * 0.1
+        h = appr_propagate(x, ei, alpha=0.1, steps=7, r=r, self_loops=self_loops)
+        step = torch.addmm(restart, adj, h)
+        exact = torch.addmm(restart.double(), adj.to(torch.float64), h.double())
+        if diag is not None:
+            step.addcmul_(h, diag)
+            exact.addcmul_(h.double(), diag.double())
+        weight = appr_module._norm_weight(crow, r, self_loops, torch.float64)
+        error = (step.double() - exact).abs()
+        if weight is not None:
+            error = error * weight.unsqueeze(-1)
+        bound = appr_module._rounding_noise(h, restart, adj, diag, crow,
+                                            None if weight is None else weight.float())
+        assert 0 < float(error.max()) <= bound
