@@ -227,6 +227,29 @@ class LocalFeatureRelease(BaseTransform):
             raise ValueError("`node_mask` selects no node: nothing to perturb")
         return None if ids.numel() == n else ids
 
+    @staticmethod
+    def _ledger_ids(data: Data, n: int, ids: Optional[Tensor]) -> tuple[Optional[np.ndarray], int]:
+        """Who is charged: ``(node ids, id space size)`` for the ledger of unit ``"local"``.
+
+        Rows are users by **position** unless the data carry ``node_id`` (PyG's global ids
+        after ``subgraph`` / ``NeighborLoader`` / ``member_subgraph``): then row ``i`` is
+        user ``node_id[i]``, so one user released in two subgraphs at different positions is
+        charged twice to the same ledger entry instead of once to each of two positions."""
+        if "node_id" not in data:
+            return (None if ids is None else ids.cpu().numpy()), n
+        gid = data["node_id"]
+        if not isinstance(gid, Tensor) or gid.dim() != 1 or gid.numel() != n or gid.is_floating_point() \
+                or gid.dtype == torch.bool:
+            raise ValueError(f"`node_id` must be a 1-D integer tensor with one global id per row ({n}); the ledger "
+                             "of unit 'local' charges users by it")
+        gid = gid.detach().cpu().long()
+        if n and int(gid.min()) < 0:
+            raise ValueError("`node_id` holds negative ids")
+        if gid.unique().numel() != n:
+            raise ValueError("`node_id` repeats an id: two rows would be the same user")
+        users = gid if ids is None else gid[ids.cpu()]
+        return users.numpy(), (int(gid.max()) + 1 if n else 0)
+
     def _scan(self, x: Tensor, ids: Optional[Tensor], rng: Optional[tuple[Any, Any, Any]], rows: int) -> int:
         """One pass over ``x``: NaN/inf and range checks on the rows to perturb, and a CRC-32
         fingerprint of the whole matrix. Raises ``ValueError`` before anything is charged."""
@@ -329,8 +352,8 @@ class LocalFeatureRelease(BaseTransform):
                 "or call it once. Pass allow_recompose=True to release again and be charged again."
             )
 
-        nodes = None if ids is None else ids.cpu().numpy()
-        charge(self.accountant, self._event(n, d, nodes), self)  # budget enforced before any noise
+        users, num_users = self._ledger_ids(data, n, ids)
+        charge(self.accountant, self._event(num_users, d, users), self)  # budget enforced before any noise
 
         if ids is not None:
             warnings.warn(

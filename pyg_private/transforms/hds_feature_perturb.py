@@ -79,7 +79,9 @@ class HDSFeaturePerturb(LocalFeatureRelease):
     :math:`\epsilon` per node, composed of :math:`k` parts of :math:`\epsilon/k`), **before**
     any noise is drawn: a budget that would be exceeded raises
     :class:`~pyg_private.PrivacyBudgetExceeded` and nothing is released. The ledger is per
-    node (:meth:`PrivacyAccountant.node_epsilons`). Everything computed from the output
+    node (:meth:`PrivacyAccountant.node_epsilons`): by row position, or by the data's
+    ``node_id`` (global ids, as PyG's ``subgraph`` and ``NeighborLoader`` attach) when it
+    has one, so that a user released in two subgraphs is charged twice. Everything computed from the output
     (propagation, training) is post-processing.
 
     **Every call is a release.** Used as a dataset's ``transform=``, it would run again at

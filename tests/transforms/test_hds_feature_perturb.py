@@ -154,6 +154,31 @@ def test_per_column_range_and_l2_normalised_input():
     HDSFeaturePerturb(1.0, 2, accountant=acct)(data)
 
 
+def test_ledger_charges_users_by_node_id_across_subgraphs():
+    """Two subgraphs of one population (PyG's ``subgraph`` keeps ``node_id``): users 5-9 sit
+    at positions 5-9 in the first and 0-4 in the second. By position the ledger would
+    say every user spent epsilon once; by ``node_id`` users 5-9 spent it twice."""
+    acct = PrivacyAccountant()
+    population = _data(15, 4)
+    population.node_id = torch.arange(15)
+    first = population.subgraph(torch.arange(0, 10))
+    second = population.subgraph(torch.arange(5, 15))
+    assert first.node_id.tolist() == list(range(10)) and second.node_id.tolist() == list(range(5, 15))
+    HDSFeaturePerturb(1.0, 2, (0.0, 1.0), accountant=acct)(first)
+    HDSFeaturePerturb(1.0, 2, (0.0, 1.0), accountant=acct)(second)
+    np.testing.assert_allclose(acct.node_epsilons(), [1.0] * 5 + [2.0] * 5 + [1.0] * 5)
+    assert acct.pure_epsilon("local") == pytest.approx(2.0)
+    # with node_mask: positions are mapped to their users
+    masked = population.subgraph(torch.arange(5, 15))
+    _quiet(HDSFeaturePerturb(1.0, 2, (0.0, 1.0), node_mask=torch.tensor([0, 9]), accountant=acct), masked)
+    assert acct.events[-1].nodes.tolist() == [5, 14] and acct.events[-1].num_nodes == 15
+    for bad in (torch.tensor([0, 1, 1]), torch.tensor([-1, 0, 1]), torch.tensor([0.0, 1.0, 2.0])):
+        d = _data(3, 4)
+        d.node_id = bad
+        with pytest.raises(ValueError, match="node_id"):
+            HDSFeaturePerturb(1.0, 2, (0.0, 1.0), accountant=PrivacyAccountant())(d)
+
+
 def test_per_node_ledger_and_node_mask():
     n = 30
     acct = PrivacyAccountant()
