@@ -89,7 +89,7 @@ def experiment(task: str, base_data, data, splits, epsilons, args, rows: list[di
     head = NODE_HEAD if task == "node" else LINK_HEAD
     seeds = list(range(args.runs))
     ns = min(args.search_runs, args.runs)
-    for mech in MECHS + ("none",):
+    for mech in args.mechanisms:
         for eps in epsilons:
             if (mech == "none") != math.isinf(eps):
                 continue  # the non-private run is the inf column; eps = inf for a mechanism is the same run
@@ -210,6 +210,8 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=None, help="default 10 (3 with --quick)")
     p.add_argument("--search-runs", type=int, default=None, help="default 3 (1 with --quick)")
     p.add_argument("--tasks", nargs="+", choices=("node", "link"), default=["node", "link"])
+    p.add_argument("--mechanisms", nargs="+", choices=MECHS + ("none",), default=list(MECHS + ("none",)),
+                   help="run only these (to split a long grid over processes; 'none' is the non-private run)")
     p.add_argument("--quick", action="store_true", help="a small grid, fewer runs")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="outputs")
