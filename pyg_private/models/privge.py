@@ -82,8 +82,8 @@ class PrivGEConfig:
     :math:`m = \\lceil\\log(\\mathrm{tol})/\\log(1-\\alpha)\\rceil` steps (the weight left,
     :math:`(1-\\alpha)^m \\le` ``tol``, is ``appr_propagate``'s APPNP tail: 88 steps for
     :math:`\\alpha = 0.1` and ``tol = 1e-4``); an integer fixes :math:`m`; ``math.inf``
-    iterates ``appr_propagate`` to convergence, which can stall in float32 on
-    large-magnitude inputs such as LP's (hence the finite default).
+    iterates ``appr_propagate`` to convergence (slower; the examples use the finite
+    default).
     The head defaults are the reference scripts' Cora node-classification values (spec §3.4).
     """
 
