@@ -1,28 +1,31 @@
-"""Privacy auditing: empirical lower bounds on epsilon from distinguishing tests.
+"""Privacy auditing: attacks, and empirical lower bounds on epsilon from their guesses.
 
-See :mod:`pyg_private.audit.empirical_epsilon` for the statistics (Clopper-Pearson
-bounds on the attack's TPR/FPR turned into an epsilon the mechanism cannot beat).
+* :mod:`~pyg_private.audit.empirical_epsilon`: Clopper-Pearson bounds on an attack's
+  TPR/FPR over many independent runs in two fixed worlds, turned into an epsilon the
+  mechanism cannot beat;
+* :mod:`~pyg_private.audit.one_run`: the one-run bound (Steinke, Nasr and Jagielski
+  2023) for canaries included by independent fair coins;
+* :mod:`~pyg_private.audit.canary_edges`: canary-edge audits of edge-level DP releases;
+* :mod:`~pyg_private.audit.linkteller`: the LinkTeller influence attack on an inference API;
+* :mod:`~pyg_private.audit.membership`: node-level membership inference (train on the
+  members' subgraph, query the full graph).
 """
+from .canary_edges import (
+    CanaryAudit,
+    canary_edge_audit,
+    difference_score,
+    insert_edges,
+    linear_canary_score,
+    sample_canary_pairs,
+)
 from .empirical_epsilon import (
     EpsilonLowerBound,
     best_threshold_lower_bound,
     clopper_pearson,
     empirical_epsilon_lower_bound,
 )
-
-__all__ = ["EpsilonLowerBound", "clopper_pearson", "empirical_epsilon_lower_bound", "best_threshold_lower_bound"]
-
-from .linkteller import (
-    LinkTellerResult,
-    influence_matrix,
-    linkteller_attack,
-    linkteller_scores,
-    sample_attack_nodes,
-)
-
-__all__ += ["LinkTellerResult", "influence_matrix", "linkteller_scores", "sample_attack_nodes", "linkteller_attack"]
-
-from .membership import (  # node-level membership inference (train on members' subgraph, query full graph)
+from .linkteller import LinkTellerResult, influence_matrix, linkteller_attack, linkteller_scores, sample_attack_nodes
+from .membership import (
     SCORE_KINDS,
     MembershipResult,
     member_split,
@@ -32,19 +35,14 @@ from .membership import (  # node-level membership inference (train on members' 
     shadow_attack,
     threshold_attack,
 )
-
-__all__ += ["MembershipResult", "SCORE_KINDS", "member_split", "member_subgraph", "membership_scores",
-            "threshold_attack", "shadow_attack", "membership_inference"]
 from .one_run import OneRunAudit, one_run_audit, one_run_epsilon_lower_bound, one_run_p_value
-from .canary_edges import (
-    CanaryAudit,
-    canary_edge_audit,
-    difference_score,
-    insert_edges,
-    linear_canary_score,
-    sample_canary_pairs,
-)
 
-__all__ += ["OneRunAudit", "one_run_p_value", "one_run_epsilon_lower_bound", "one_run_audit"]
-__all__ += ["CanaryAudit", "sample_canary_pairs", "insert_edges", "canary_edge_audit", "difference_score",
-            "linear_canary_score"]
+__all__ = [
+    "EpsilonLowerBound", "clopper_pearson", "empirical_epsilon_lower_bound", "best_threshold_lower_bound",
+    "OneRunAudit", "one_run_p_value", "one_run_epsilon_lower_bound", "one_run_audit",
+    "CanaryAudit", "sample_canary_pairs", "insert_edges", "canary_edge_audit", "difference_score",
+    "linear_canary_score",
+    "LinkTellerResult", "influence_matrix", "linkteller_scores", "sample_attack_nodes", "linkteller_attack",
+    "MembershipResult", "SCORE_KINDS", "member_split", "member_subgraph", "membership_scores", "threshold_attack",
+    "shadow_attack", "membership_inference",
+]

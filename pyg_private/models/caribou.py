@@ -47,7 +47,8 @@ from ..transforms import l2_row_normalize
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .selection import select_on_validation
 
-__all__ = ["CaribouConfig", "CaribouResult", "CaribouModel", "config_grid", "run_caribou", "search_caribou", "node_level_noise_multiplier"]
+__all__ = ["CaribouConfig", "CaribouResult", "CaribouModel", "config_grid", "run_caribou", "search_caribou",
+           "node_level_noise_multiplier"]
 
 Method = Literal["caribou", "gap", "mlp"]
 
