@@ -1,5 +1,6 @@
 """Recipes that put the private layers into complete training pipelines."""
-from .caribou import CaribouConfig, CaribouModel, CaribouResult, config_grid, node_level_noise_multiplier, run_caribou, search_caribou
+from .caribou import (CaribouConfig, CaribouModel, CaribouResult, config_grid, node_level_noise_multiplier,
+                      run_caribou, search_caribou)
 from .gcon import GCONConfig, GCONResult, gcon_grid, run_gcn, run_gcon, search_gcon
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch, predict
 
