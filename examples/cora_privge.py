@@ -105,7 +105,8 @@ def experiment(task: str, base_data, data, splits, epsilons, args, rows: list[di
             spent = max((r.accountant.pure_epsilon("local") if r.accountant.events else 0.0) for r in runs)
             mean, std = _stats([r.test for r in runs])
             row = {"task": task, "mechanism": LABEL[mech], "epsilon": eps, "test_mean": mean, "test_std": std,
-                   "val_mean": _stats([r.val for r in runs])[0], "runs": len(runs), "k": runs[0].k_used,
+                   "val_mean": _stats([r.val for r in runs])[0], "runs": len(runs),
+                   "test_runs": ";".join(f"{100 * r.test:.2f}" for r in runs), "k": runs[0].k_used,
                    "alpha": config.alpha, "r": config.r, "epsilon_spent_per_node": spent,
                    "seconds": time.perf_counter() - t0}
             if task == "link":
@@ -151,8 +152,14 @@ def target_check(rows: list[dict]) -> list[str]:
         others = {m: v for m, v in got.items() if m in ("LP", "PM", "MB")}
         best_m = max(others, key=others.get)
         ok = got["HDS"] >= others[best_m]
+        # the runs share their splits (seed i), so the per-run differences are paired
+        per_run = {r["mechanism"]: [float(v) for v in r["test_runs"].split(";")]
+                   for r in rows if r["task"] == "node" and r["epsilon"] == e}
+        diffs = [a - b for a, b in zip(per_run["HDS"], per_run[best_m])]
+        paired = (f"; paired over {len(diffs)} runs {statistics.mean(diffs):+.2f} ± "
+                  f"{statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f} pp (mean ± s.e.)") if len(diffs) > 1 else ""
         out.append(f"eps={_eps_text(e)}: HDS {got['HDS']:.1f} vs best baseline {best_m} {others[best_m]:.1f}"
-                   f" -> {'MET' if ok else 'NOT MET'} ({got['HDS'] - others[best_m]:+.1f} pp)")
+                   f" -> {'MET' if ok else 'NOT MET'} ({got['HDS'] - others[best_m]:+.1f} pp{paired})")
     return out
 
 
