@@ -34,7 +34,6 @@ reproducible, which voids the guarantee of the released numbers (fine for an aud
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import time
@@ -47,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import APPNP, GCNConv
 
+from example_io import write_csv
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting import UntrackedPrivacyWarning
 from pyg_private.audit import (canary_edge_audit, insert_edges, linear_canary_score, linkteller_attack, member_split,
@@ -415,18 +415,12 @@ def _summary(rows: list[Row]) -> None:
 
 
 def _write(rows: list[Row], out: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "audit_cora.csv")
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["component", "claimed_epsilon", "attack", "auc", "queries", "epsilon_lower_bound", "ceiling", "trials",
-                    "confidence", "covered_by_guarantee", "seconds"])
-        for r in rows:
-            w.writerow([r.component, r.claimed, r.attack, f"{r.auc:.4f}", r.queries or "",
-                        "" if r.lower_bound is None else f"{r.lower_bound:.4f}",
-                        "" if r.ceiling is None else f"{r.ceiling:.4f}", r.canaries or "", CONFIDENCE,
-                        r.covered, f"{r.seconds:.1f}"])
-    print(f"wrote {path}")
+    write_csv([{"component": r.component, "claimed_epsilon": r.claimed, "attack": r.attack, "auc": f"{r.auc:.4f}",
+                "queries": r.queries or "",
+                "epsilon_lower_bound": "" if r.lower_bound is None else f"{r.lower_bound:.4f}",
+                "ceiling": "" if r.ceiling is None else f"{r.ceiling:.4f}", "trials": r.canaries or "",
+                "confidence": CONFIDENCE, "covered_by_guarantee": r.covered, "seconds": f"{r.seconds:.1f}"}
+               for r in rows], os.path.join(out, "audit_cora.csv"))
 
 
 if __name__ == "__main__":

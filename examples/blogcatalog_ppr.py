@@ -28,7 +28,6 @@ configurations) and ``blogcatalog_ppr.png`` in ``--out`` (default ``outputs/``).
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import time
@@ -36,6 +35,7 @@ import warnings
 
 import torch
 
+from example_io import write_csv
 from pyg_private import PrivacyAccountant
 from pyg_private.datasets import load_blogcatalog
 from pyg_private.metrics import ndcg_at_k, recall_at_k
@@ -140,13 +140,7 @@ def main() -> None:
             gap = best[(NAMES["noisy"], eps)]["ndcg"] - best[(NAMES["push"], eps)]["ndcg"]
             print(f"  eps {eps:<5g} {gap:+.3f}")
 
-    os.makedirs(args.out, exist_ok=True)
-    csv_path = os.path.join(args.out, "blogcatalog_ppr.csv")
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"\nwrote {csv_path}")
+    write_csv(rows, os.path.join(args.out, "blogcatalog_ppr.csv"))
     try:
         import matplotlib
 

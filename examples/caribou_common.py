@@ -8,9 +8,7 @@ back from the selected run's own accountant.
 """
 from __future__ import annotations
 
-import csv
 import math
-import os
 import statistics
 import time
 import warnings
@@ -119,16 +117,6 @@ def _format(row: dict) -> str:
     return (f"{row['dataset']:8s} {eps:>4s} {row['method']:8s} {row['test_mean']:6.1f} {row['test_best']:6.1f} "
             f"{row['paper_mean']:6.1f} {row['paper_best']:6.1f} {spent:>7s} {row['noise_std']:6.2f}  {sel}  "
             f"[{row['test_runs']}]{linear}")
-
-
-def write_csv(rows: list[dict], path: str) -> None:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {path}")
 
 
 def plot(rows: list[dict], datasets: Sequence[str], path: str) -> None:

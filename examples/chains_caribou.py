@@ -47,7 +47,8 @@ import warnings
 import torch
 from scipy.stats import norm
 
-from caribou_common import EPSILONS, HEADER, edge_delta, paper_value, plot, run_grid, write_csv
+from caribou_common import EPSILONS, HEADER, edge_delta, paper_value, plot, run_grid
+from example_io import write_csv
 from pyg_private.datasets import CHAIN_PRESETS, load_chain
 from pyg_private.models import CaribouConfig, config_grid
 from pyg_private.nn import ContractiveGraphLayer

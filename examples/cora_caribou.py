@@ -33,7 +33,8 @@ import time
 
 import torch
 
-from caribou_common import EPSILONS, HEADER, edge_delta, plot, run_grid, write_csv
+from caribou_common import EPSILONS, HEADER, edge_delta, plot, run_grid
+from example_io import write_csv
 from pyg_private.datasets import attach_split, load_cora, random_fraction_split
 from pyg_private.models import CaribouConfig, config_grid, run_caribou
 

@@ -21,7 +21,6 @@ threat model). Seeded generators: reproducible, hence a simulation, not a deploy
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import os
@@ -32,6 +31,7 @@ import warnings
 
 import torch
 
+from example_io import write_csv
 from pyg_private.datasets import attach_split, load_cora, random_split
 from pyg_private.models.privge import (PrivGEConfig, link_split, privge_grid, run_privge_link, run_privge_node,
                                        search_privge)
@@ -163,15 +163,6 @@ def target_check(rows: list[dict]) -> list[str]:
     return out
 
 
-def write_csv(rows: list[dict], path: str) -> None:
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {path}")
-
-
 def plot(rows: list[dict], path: str) -> None:
     try:
         import matplotlib
@@ -250,7 +241,6 @@ def main() -> None:
         print("target (node classification, every eps >= 1: HDS >= best of LP, PM, MB):")
         for line in target_check(rows):
             print("  " + line)
-    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "cora_privge" + ("_quick" if args.quick else ""))
     write_csv(rows, stem + ".csv")
     plot(rows, stem + ".png")

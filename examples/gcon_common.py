@@ -15,7 +15,6 @@ with ``method="gap"``) at the same epsilon and delta.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import os
@@ -27,6 +26,7 @@ from typing import Callable
 import torch
 from torch_geometric.data import Data
 
+from example_io import write_csv
 from pyg_private.datasets import attach_split, per_class_split
 from pyg_private.models import (CaribouConfig, GCONConfig, config_grid, gcon_grid, run_caribou, run_gcn, run_gcon,
                                 search_caribou, search_gcon)
@@ -114,7 +114,7 @@ def run_experiment(name: str, load: Callable[[], Data], description: str) -> Non
     print("\naccountant of the last GCON run:\n" + str(runs[-1].accountant.report(delta)))
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, name.lower().replace("-", "_") + "_gcon")
-    _write_csv(rows, stem + ".csv")
+    write_csv(rows, stem + ".csv")
     _plot(rows, name, stem + ".png")
     print(f"total {time.perf_counter() - start:.0f} s")
 
@@ -145,15 +145,6 @@ def _format(row: dict) -> str:
     elif row["method"] == "GAP":
         extra = f"  K={row['K']} spent={row['epsilon_spent']:.4g}"
     return f"{row['dataset']:8s} eps={eps:>4s} {row['method']:18s} {row['test_mean']:5.1f} ± {row['test_std']:4.1f}{extra}"
-
-
-def _write_csv(rows: list[dict], path: str) -> None:
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {path}")
 
 
 def _plot(rows: list[dict], name: str, path: str) -> None:

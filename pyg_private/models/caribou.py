@@ -113,10 +113,10 @@ class CaribouModel:
     """The trained pipeline, for inference on a graph of the user's choice.
 
     :meth:`logits` runs the encoder, the unit rows, the aggregation and the head. The
-    aggregation is the layer that was trained with: on the training graph and features
-    it returns the cached release at no cost; on any other graph or features (for
-    example test-on-full after training on a subgraph) it is a **new release**, charged
-    to the run's accountant under the same noise multiplier.
+    aggregation is the layer that was trained with, which caches its latest release:
+    the same graph and features as its last call cost nothing; any other (for example
+    test-on-full after training on a subgraph, or the training graph again after that)
+    is a **new release**, charged to the run's accountant under the same noise multiplier.
     """
 
     config: CaribouConfig

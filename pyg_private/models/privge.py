@@ -242,6 +242,17 @@ def _fit_node_head(z: Tensor, data: Data, config: PrivGEConfig) -> tuple[float, 
                                  lambda: accuracy(va), lambda: accuracy(te))
 
 
+def _embedding(data: Data, edge_index: Tensor, config: PrivGEConfig, epsilon: float, seed: int,
+               embedding: Optional[tuple]) -> tuple[Tensor, PrivacyAccountant, Optional[int]]:
+    """``(z, accountant, k_used)``: the given ``embedding``, or one release of the features
+    (on a fresh accountant) propagated over ``edge_index``."""
+    if embedding is not None:
+        return embedding
+    acct = PrivacyAccountant()
+    x_rel, k_used = perturb_features(data, config, epsilon, acct, seed)
+    return privge_embedding(x_rel, edge_index, config), acct, k_used
+
+
 def run_privge_node(data: Data, config: PrivGEConfig, epsilon: float, seed: int = 0, *,
                     embedding: Optional[tuple[Tensor, PrivacyAccountant, Optional[int]]] = None) -> PrivGEResult:
     """PrivGE node classification on ``data`` (``x``, ``edge_index``, ``y`` and the three masks):
@@ -250,12 +261,7 @@ def run_privge_node(data: Data, config: PrivGEConfig, epsilon: float, seed: int 
     One release per call, charged to a fresh accountant (``result.accountant``). ``embedding``
     reuses ``(z, accountant, k_used)`` computed by :func:`privge_embedding` for the same data,
     configuration (mechanism, k, propagation) and seed (the search's cache)."""
-    if embedding is None:
-        acct = PrivacyAccountant()
-        x_rel, k_used = perturb_features(data, config, epsilon, acct, seed)
-        z = privge_embedding(x_rel, data.edge_index, config)
-    else:
-        z, acct, k_used = embedding
+    z, acct, k_used = _embedding(data, data.edge_index, config, epsilon, seed, embedding)
     torch.manual_seed(int(seed))
     val, test = _fit_node_head(z, data, config)
     return PrivGEResult(config, float(epsilon), "node", val, test, acct, k_used)
@@ -322,12 +328,7 @@ def run_privge_link(data: Data, config: PrivGEConfig, epsilon: float, seed: int 
     edges only**, and pairs are scored by the Hadamard-product MLP. ``embedding`` as in
     :func:`run_privge_node` (computed on ``split[0].edge_index``)."""
     train, val, test = link_split(data, seed) if split is None else split
-    if embedding is None:
-        acct = PrivacyAccountant()
-        x_rel, k_used = perturb_features(data, config, epsilon, acct, seed)
-        z = privge_embedding(x_rel, train.edge_index, config)
-    else:
-        z, acct, k_used = embedding
+    z, acct, k_used = _embedding(data, train.edge_index, config, epsilon, seed, embedding)
     with _seeded(seed):
         v, t = _fit_link_head(z, train, val, test, config)
     return PrivGEResult(config, float(epsilon), "link", v, t, acct, k_used)

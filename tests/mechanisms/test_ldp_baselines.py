@@ -22,15 +22,9 @@ from pyg_private.mechanisms.ldp_baselines import (
 )
 from pyg_private.mechanisms.square_wave import sample_k_subsets
 
+from moment_checks import mean_var_checks
 
-def _mean_var_checks(samples, mean, var, z=5.0):
-    n = samples.numel()
-    m = float(samples.mean())
-    c = samples - m
-    v = float((c * c).mean())
-    m4 = float((c**4).mean())
-    assert abs(m - mean) <= z * math.sqrt(var / n), (m, mean)
-    assert abs(v - var) <= z * math.sqrt(max(m4 - v * v, 1e-30) / n), (v, var)
+
 
 
 # spec §2.3 table: eps', worst-case Var_PM (|x| = 1), Var_MB (x = 0), Var_LP = 8/eps^2 (d = k = 1)
@@ -74,7 +68,7 @@ def test_piecewise_sampler_is_unbiased_with_the_spec_variance(eps):
     assert float(y.abs().max()) <= s
     for i, x in enumerate(xs):
         mean, var = piecewise_moments(x, eps)
-        _mean_var_checks(y[i * n:(i + 1) * n], float(mean), float(var))
+        mean_var_checks(y[i * n:(i + 1) * n], float(mean), float(var))
 
 
 def _pm_edges(eps, per_region=5):
@@ -135,7 +129,7 @@ def test_high_dimensional_versions_are_unbiased_with_the_spec_variance(mech):
     mean, var = moments(row, eps, k, d)
     assert torch.equal(mean, row)
     for j in range(d):
-        _mean_var_checks(out[:, j], float(row[j]), float(var[j]))
+        mean_var_checks(out[:, j], float(row[j]), float(var[j]))
 
 
 def test_laplace_ldp():
@@ -144,7 +138,7 @@ def test_laplace_ldp():
     x = torch.tensor([[-1.0, 0.0, 0.5, 1.0]], dtype=torch.float64).expand(50_000, 4)
     y = sample_laplace_ldp(x, 4.0, generator=gen)  # scale 2, variance 8
     for j in range(4):
-        _mean_var_checks(y[:, j], float(x[0, j]), laplace_ldp_variance(4.0, 4))
+        mean_var_checks(y[:, j], float(x[0, j]), laplace_ldp_variance(4.0, 4))
 
 
 def test_default_k_as_in_the_reference_code():

@@ -21,6 +21,8 @@ from pyg_private.mechanisms.square_wave import (
     square_wave_params,
 )
 
+from moment_checks import mean_var_checks
+
 
 def _reference(eps: float):
     """b, b e^eps and C_1 from the closed forms in 60-digit decimal arithmetic."""
@@ -97,16 +99,6 @@ def test_density_integrates_to_the_closed_form_moments(eps, x):
     assert float(square_wave_density(prm.high + 1e-9, x, eps)) == 0.0
 
 
-def _mean_var_checks(samples: torch.Tensor, mean: float, var: float, z: float = 5.0) -> None:
-    """Sample mean and variance within z standard errors (the variance's error from the
-    sample's own fourth central moment)."""
-    n = samples.numel()
-    m = float(samples.mean())
-    c = samples - m
-    v = float((c * c).mean())
-    m4 = float((c**4).mean())
-    assert abs(m - mean) <= z * math.sqrt(var / n), (m, mean)
-    assert abs(v - var) <= z * math.sqrt(max(m4 - v * v, 1e-30) / n), (v, var)
 
 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 4.0])
@@ -120,7 +112,7 @@ def test_sampler_moments_and_support(eps):
     assert float(y.min()) >= prm.low and float(y.max()) <= prm.high
     for i, xi in enumerate(xs):
         mean, var = square_wave_moments(xi, eps)
-        _mean_var_checks(y[i * 100_000:(i + 1) * 100_000], float(mean), float(var))
+        mean_var_checks(y[i * 100_000:(i + 1) * 100_000], float(mean), float(var))
 
 
 def _buggy_square_wave(x: torch.Tensor, eps: float, gen: torch.Generator) -> torch.Tensor:
@@ -249,7 +241,7 @@ def test_hds_moments_match_lemma_3_2():
     c = hds_coefficient(eps, k, d)
     assert torch.allclose(mean, c * row)
     for j in range(d):
-        _mean_var_checks(out[:, j], float(mean[j]), float(var[j]))
+        mean_var_checks(out[:, j], float(mean[j]), float(var[j]))
     # the printed lemma's denominator (d b e^{eps/k} + 1) would be a different number
     prm = square_wave_params(eps / k)
     assert c != pytest.approx(k * prm.b * math.expm1(eps / k) / (d * prm.be + 1), rel=1e-3)
@@ -258,7 +250,7 @@ def test_hds_moments_match_lemma_3_2():
     umean, uvar = hds_moments(row, eps, k, d, unbiased=True)
     assert torch.allclose(umean, row) and torch.allclose(uvar, var / c**2)
     for j in (0, 4, 9):
-        _mean_var_checks(ub[:, j], float(umean[j]), float(uvar[j]))
+        mean_var_checks(ub[:, j], float(umean[j]), float(uvar[j]))
 
 
 def test_spec_numbers_for_cora_and_small_epsilon():

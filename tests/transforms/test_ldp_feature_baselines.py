@@ -1,6 +1,5 @@
 """LP / PM / MB transforms: unbiasedness and variances through the transform, k non-zeros,
 events, shared bookkeeping with HDS."""
-import math
 import warnings
 
 import numpy as np
@@ -24,15 +23,9 @@ from pyg_private.transforms import (
     PiecewiseFeaturePerturb,
 )
 
+from moment_checks import mean_var_checks
 
-def _mean_var_checks(samples, mean, var, z=5.0):
-    n = samples.numel()
-    m = float(samples.mean())
-    c = samples - m
-    v = float((c * c).mean())
-    m4 = float((c**4).mean())
-    assert abs(m - mean) <= z * math.sqrt(var / n), (m, mean)
-    assert abs(v - var) <= z * math.sqrt(max(m4 - v * v, 1e-30) / n), (v, var)
+
 
 
 def _fixed_rows(n, d, low=0.0, high=1.0):
@@ -51,7 +44,7 @@ def test_sampled_baselines_are_unbiased_with_the_spec_variance(cls, moments):
     z = 2 * row - 1  # the public range maps [0, 1] onto [-1, 1]; the output estimates z
     mean, var = moments(z, eps, k, d)
     for j in range(d):
-        _mean_var_checks(out[:, j], float(z[j]), float(var[j]))
+        mean_var_checks(out[:, j], float(z[j]), float(var[j]))
     bound = (piecewise_params(eps / k).s * d / k if cls is PiecewiseFeaturePerturb
                            else multibit_scale(eps, k, d))
     assert float(out.abs().max()) <= bound * (1 + 1e-12)
@@ -65,7 +58,7 @@ def test_laplace_is_unbiased_with_variance_8d2_over_eps2():
     out = LaplaceFeaturePerturb(eps, (-2.0, 2.0), accountant=acct, generator=torch.Generator().manual_seed(2))(data).x
     z = row / 2
     for j in range(d):
-        _mean_var_checks(out[:, j], float(z[j]), laplace_ldp_variance(eps, d))
+        mean_var_checks(out[:, j], float(z[j]), laplace_ldp_variance(eps, d))
     ev = acct.events[0]
     assert ev.mechanism == "laplace" and ev.params["sensitivity"] == 2 * d and ev.params["scale"] == 2 * d / eps
     np.testing.assert_allclose(ev.rdp, laplace_rdp(ev.orders, sensitivity=2 * d, scale=2 * d / eps))
