@@ -16,10 +16,15 @@ Guarantees this class keeps (``DESIGN.md`` §1, ``STYLE.md``):
 * a budget is enforced before the mechanism draws noise: mechanisms call
   :meth:`register` first and only then sample, so :class:`PrivacyBudgetExceeded` means
   nothing was released;
-* ``state_dict()`` / ``from_state_dict()`` round-trip every event exactly.
+* ``state_dict()`` / ``from_state_dict()`` round-trip every event exactly;
+* registration is atomic under threads: validating, composing, comparing with the budget and
+  appending happen under one lock, so concurrent releases can neither overrun a budget nor
+  lose an event (queries take the same lock and see a consistent ledger).
 """
 from __future__ import annotations
 
+import math
+import threading
 from typing import Any, Iterable, Mapping
 
 from .composition import Composition
@@ -64,11 +69,23 @@ class PrivacyAccountant:
             ``"local"`` the budget bounds every node's own spend.
         conversion (str, optional): RDP -> DP conversion, ``"balle"`` (default, tighter)
             or ``"standard"`` (Mironov), see :func:`pyg_private.accounting.rdp_to_dp`.
+        pld (bool, optional): also compose with privacy loss distributions (``dp-accounting``)
+            and report the tighter figure (default ``True``; see
+            :mod:`pyg_private.accounting.composition`). ``False`` keeps only the Rényi/GDP rules:
+            faster, never tighter.
+
+    The object is safe to share between threads, and it pickles, deep-copies and
+    ``torch.save``\ s with its ledger (the lock is recreated).
     """
 
-    def __init__(self, budget: Mapping[str | Unit, Any] | None = None, *, conversion: str = "balle") -> None:
+    def __init__(self, budget: Mapping[str | Unit, Any] | None = None, *, conversion: str = "balle",
+                 pld: bool = True) -> None:
         if conversion not in ("balle", "standard"):
             raise ValueError(f"`conversion` must be 'balle' or 'standard'; got {conversion!r}")
+        if not isinstance(pld, bool):
+            raise TypeError(f"`pld` must be a bool; got {type(pld).__name__}")
+        self.pld = pld
+        self._lock = threading.RLock()
         budgets: dict[Unit, tuple[float, float]] = {}
         for key, value in (budget or {}).items():
             unit = as_unit(key, argument="budget key")
@@ -88,10 +105,12 @@ class PrivacyAccountant:
     def set_budget(self, unit: str | Unit, budget: tuple[float, float] | float | None) -> None:
         """Set (or with ``None`` remove) the budget of ``unit``. Past spending is not refunded."""
         unit = as_unit(unit)
-        if budget is None:
-            self._budget.pop(unit, None)
-        else:
-            self._budget[unit] = _check_budget(unit, budget)
+        checked = None if budget is None else _check_budget(unit, budget)
+        with self._lock:
+            if checked is None:
+                self._budget.pop(unit, None)
+            else:
+                self._budget[unit] = checked
 
     # -------------------------------------------------------------- recording
     def _prospective(self, event: PrivacyEvent) -> tuple[Composition | LocalLedger, float | None]:
@@ -107,13 +126,16 @@ class PrivacyAccountant:
         if unit not in self._budget:
             return new_state, None
         eps_budget, delta_budget = self._budget[unit]
-        try:
+        # the cheap Rényi/GDP rules first: when they already fit, the tighter PLD is not needed
+        eps = self._epsilon_of(new_state, delta_budget, use_pld=False)
+        if eps > eps_budget * (1.0 + _BUDGET_RTOL) and self.pld:
             eps = self._epsilon_of(new_state, delta_budget)
-        except ValueError as err:  # approximate deltas no longer fit in the budget's delta
+        if math.isinf(eps) and delta_budget < new_state.min_delta():
             raise PrivacyBudgetExceeded(
                 f"release {event.name!r} refused: unit {unit.value!r} budget "
-                f"(epsilon={eps_budget:g}, delta={delta_budget:g}) cannot cover it ({err})"
-            ) from None
+                f"(epsilon={eps_budget:g}, delta={delta_budget:g}) cannot cover the approximate-DP events' "
+                f"delta {new_state.min_delta():g}. Nothing was released."
+            )
         if eps > eps_budget * (1.0 + _BUDGET_RTOL):
             raise PrivacyBudgetExceeded(
                 f"release {event.name!r} refused: unit {unit.value!r} would reach epsilon={eps:.6g} "
@@ -121,10 +143,11 @@ class PrivacyAccountant:
             )
         return new_state, eps
 
-    def _epsilon_of(self, state: Composition | LocalLedger, delta: float) -> float:
+    def _epsilon_of(self, state: Composition | LocalLedger, delta: float, use_pld: bool | None = None) -> float:
+        use_pld = self.pld if use_pld is None else use_pld
         if isinstance(state, LocalLedger):
-            return state.max_epsilon(delta)
-        return state.epsilon(delta, conversion=self.conversion)
+            return state.max_epsilon(delta, conversion=self.conversion, use_pld=use_pld)
+        return state.epsilon(delta, conversion=self.conversion, use_pld=use_pld)
 
     def check(self, event: PrivacyEvent) -> float | None:
         """Validate ``event`` against the ledger and budget without recording it.
@@ -132,7 +155,8 @@ class PrivacyAccountant:
         Returns the unit's epsilon (at the budget's delta) it would lead to, or ``None``
         when the unit has no budget. Raises exactly what :meth:`register` would.
         """
-        return self._prospective(event)[1]
+        with self._lock:
+            return self._prospective(event)[1]
 
     def register(self, event: PrivacyEvent) -> PrivacyEvent:
         """Record one release. Call it **before** drawing the release's noise.
@@ -142,27 +166,30 @@ class PrivacyAccountant:
                 is unchanged and the caller must not release anything.
             ValueError, TypeError: the event cannot be composed with the ledger.
         """
-        new_state, _ = self._prospective(event)
-        # commit: nothing below can fail
-        if event.unit is Unit.LOCAL:
-            self._local = new_state  # type: ignore[assignment]
-        else:
-            self._central[event.unit] = new_state  # type: ignore[assignment]
-        self._events.append(event)
+        with self._lock:
+            new_state, _ = self._prospective(event)
+            # commit: nothing below can fail
+            if event.unit is Unit.LOCAL:
+                self._local = new_state  # type: ignore[assignment]
+            else:
+                self._central[event.unit] = new_state  # type: ignore[assignment]
+            self._events.append(event)
         return event
 
     # ---------------------------------------------------------------- queries
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:
         """All recorded events, in order."""
-        return tuple(self._events)
+        with self._lock:
+            return tuple(self._events)
 
     def events_of(self, unit: str | Unit) -> tuple[PrivacyEvent, ...]:
         unit = as_unit(unit)
-        return tuple(e for e in self._events if e.unit is unit)
+        return tuple(e for e in self.events if e.unit is unit)
 
     def __len__(self) -> int:
-        return len(self._events)
+        with self._lock:
+            return len(self._events)
 
     def _delta_for(self, unit: Unit, delta: float | None) -> float:
         if delta is not None:
@@ -178,30 +205,44 @@ class PrivacyAccountant:
         For unit ``"local"`` it is the maximum over nodes of each node's own spend.
         """
         unit = as_unit(unit)
-        return self._epsilon_at(unit, self._delta_for(unit, delta))
+        with self._lock:
+            return self._epsilon_at(unit, self._delta_for(unit, delta))
+
+    def get_epsilon(self, delta: float, unit: str | Unit | None = None) -> float:
+        """Opacus' accountant interface: the epsilon spent at ``delta``. ``unit`` may be left out
+        when the ledger holds exactly one unit."""
+        with self._lock:
+            if unit is None:
+                units = sorted({e.unit for e in self._events} | set(self._budget), key=lambda u: u.value)
+                if len(units) != 1:
+                    raise ValueError(f"the ledger holds units {[u.value for u in units]}: pass `unit=`")
+                unit = units[0]
+            return self._epsilon_at(as_unit(unit), check_delta(delta))
 
     def _epsilon_at(self, unit: Unit, delta: float) -> float:
         if unit is Unit.LOCAL:
-            return self._local.max_epsilon(delta)
-        return self._central.get(unit, Composition()).epsilon(delta, conversion=self.conversion)
+            return self._epsilon_of(self._local, delta)
+        return self._epsilon_of(self._central.get(unit, Composition()), delta)
 
     def pure_epsilon(self, unit: str | Unit) -> float:
         """The composed epsilon with ``delta = 0`` (``inf`` unless every event is pure DP)."""
         unit = as_unit(unit)
-        if unit is Unit.LOCAL:
-            return self._local.max_epsilon(0.0)
-        return self._central.get(unit, Composition()).epsilon(0.0)
+        with self._lock:
+            return self._epsilon_at(unit, 0.0)
 
     def node_epsilons(self, delta: float = 0.0):
         """Unit ``"local"``: every node's own epsilon at ``delta`` (a NumPy array)."""
-        return self._local.node_epsilons(check_delta(delta, allow_zero=True))
+        with self._lock:
+            return self._local.node_epsilons(check_delta(delta, allow_zero=True), conversion=self.conversion,
+                                             use_pld=self.pld)
 
     def composition(self, unit: str | Unit) -> Composition:
         """The running :class:`Composition` of a central unit (``"edge"`` or ``"node"``)."""
         unit = as_unit(unit)
         if unit is Unit.LOCAL:
             raise ValueError("unit 'local' is accounted per node; use node_epsilons() or epsilon('local', delta)")
-        return self._central.get(unit, Composition())
+        with self._lock:
+            return self._central.get(unit, Composition())
 
     # ----------------------------------------------------------------- report
     def report(self, delta: float | Mapping[str, float] | None = None) -> AccountantReport:
@@ -211,7 +252,15 @@ class PrivacyAccountant:
             delta: the delta to report at, one for all units or ``{unit: delta}``. A unit
                 with none given uses its budget's delta (0 for a pure budget), else
                 ``DEFAULT_REPORT_DELTA`` (1e-5); the table always shows which delta was used.
+
+        The report always answers. When a unit's approximate-DP events need more delta than
+        requested (``min_delta``, the sum of their smallest covered deltas), its row is given
+        at ``min_delta + delta`` instead, and says so (``requested_delta``, ``min_delta``).
         """
+        with self._lock:
+            return self._report(delta)
+
+    def _report(self, delta: float | Mapping[str, float] | None) -> AccountantReport:
         out = AccountantReport()
         units = [u for u in Unit if u in self._budget or any(e.unit is u for e in self._events)]
         for unit in units:
@@ -222,7 +271,11 @@ class PrivacyAccountant:
             if d is None:
                 d = self._budget[unit][1] if unit in self._budget else DEFAULT_REPORT_DELTA
             else:
-                d = check_delta(d)
+                d = check_delta(d, allow_zero=True)
+            state = self._local if unit is Unit.LOCAL else self._central.get(unit, Composition())
+            requested, floor = d, state.min_delta()
+            if d < floor:  # the approximate-DP events need more delta than asked for: answer anyway
+                d = floor + (d if d > 0 else floor)
             events = self.events_of(unit)
             row: dict[str, Any] = {
                 "epsilon": self._epsilon_at(unit, d),
@@ -231,12 +284,14 @@ class PrivacyAccountant:
                 "budget": self._budget.get(unit),
                 "events": _group_events(events),
             }
+            if d != requested:
+                row["requested_delta"] = requested
+                row["min_delta"] = floor
             if unit is Unit.LOCAL:
                 row["num_nodes"] = self._local.num_nodes
                 row["nodes_touched"] = self._local.num_touched
-            else:
-                if events:
-                    row["conversion"] = self._central[unit].method(d, conversion=self.conversion)
+            elif events:
+                row["conversion"] = state.method(d, conversion=self.conversion, use_pld=self.pld)
             out[unit.value] = row
         return out
 
@@ -247,8 +302,9 @@ class PrivacyAccountant:
             "format": _STATE_FORMAT,
             "version": _STATE_VERSION,
             "conversion": self.conversion,
+            "pld": self.pld,
             "budget": {u.value: list(b) for u, b in self._budget.items()},
-            "events": [e.to_dict() for e in self._events],
+            "events": [e.to_dict() for e in self.events],
         }
 
     @classmethod
@@ -262,7 +318,7 @@ class PrivacyAccountant:
             raise ValueError("`state` is not a PrivacyAccountant state_dict")
         if state.get("version") != _STATE_VERSION:
             raise ValueError(f"unsupported state_dict version {state.get('version')!r}")
-        acct = cls(budget=None, conversion=state.get("conversion", "balle"))
+        acct = cls(budget=None, conversion=state.get("conversion", "balle"), pld=bool(state.get("pld", True)))
         events = [PrivacyEvent.from_dict(e) for e in state.get("events", [])]
         acct._replay(events)
         for unit, b in state.get("budget", {}).items():
@@ -272,7 +328,20 @@ class PrivacyAccountant:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Replace this accountant's ledger by ``state`` (all-or-nothing)."""
         other = PrivacyAccountant.from_state_dict(state)
-        self.__dict__.update(other.__dict__)
+        with self._lock:
+            lock = self._lock
+            self.__dict__.update(other.__dict__)
+            self._lock = lock
+
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     def _replay(self, events: Iterable[PrivacyEvent]) -> None:
         for event in events:

@@ -4,38 +4,58 @@ A :class:`Composition` is an immutable running summary of the events composed so
 far; :meth:`Composition.add` returns a new summary and never mutates, so a caller
 can look at the cost of a release *before* accepting it.
 
-Rules, in order:
+:meth:`Composition.epsilon` is the smallest of several bounds, each valid on its own:
+
+**R. Rényi/GDP rules** (cheap; exact for Gaussian-only ledgers).
 
 1. If every curve event (GDP or RDP) is GDP, compose exactly,
    :math:`\mu = \sqrt{\sum_i \mu_i^2}`, and convert with the exact GDP formula.
 2. Otherwise sum the RDP curves order by order (a GDP event contributes
    :math:`\alpha\mu^2/2`) and convert with the best conversion over the orders,
    including the order-infinity (pure-DP) track. Curves tabulated on different grids
-   compose on the orders they share.
-   One more bound is always valid and sometimes tighter: the pure-DP events
-   (finite order-infinity value) summed as pure epsilons, plus the rest composed by
-   rule 1 or 2 at the full delta (basic composition of the two groups). The smaller
-   of the two is reported; :meth:`Composition.method` says which.
-3. Approximate-only events compose by basic composition on top:
-   :math:`\epsilon = \epsilon_{\text{curve}} + \sum_i \epsilon_i`, and the curve part is
-   converted at :math:`\delta - \sum_i \delta_i`, which must not be negative.
+   compose on the orders they share. Also valid and sometimes tighter: the pure-DP events
+   summed as pure epsilons plus the rest by rule 1 or 2 (basic composition of the two groups).
+3. Approximate-DP events (:math:`(\epsilon_i, \delta_i)` pairs or whole privacy profiles)
+   compose by basic composition on top, :math:`\epsilon = \epsilon_R(\delta_0) + \sum_i
+   \epsilon_i(\delta_i)` with :math:`\delta_0 + \sum_i \delta_i = \delta`; the split is searched.
+
+**P. Privacy loss distributions** (tight; :mod:`pyg_private.accounting.pld`). Every event
+that declares a dominating pair (Gaussian, GDP, Laplace, randomized response, pure-DP
+releases, DP-SGD) is composed exactly by ``dp-accounting``'s PLD. Each approximate-DP
+event enters as the pair that dominates every :math:`(\epsilon_i(\delta_i), \delta_i)`-DP
+mechanism, and the events with only an RDP curve (PABI, push-flow) as one such pair
+:math:`(\epsilon_{RDP}(\delta_r), \delta_r)` for their composed curve; the deltas
+:math:`\delta_i, \delta_r` are searched. Composing dominating pairs is valid under adaptive
+composition (Zhu, Dong and Wang, AISTATS 2022, Thm 10), and the pair of an
+:math:`(\epsilon, \delta)` guarantee is at least as tight as basic composition.
+
+The reported epsilon is never below the PLD figure of the events that have one, because each
+bound is an upper bound of the true privacy loss of the same mechanisms; on a PLD-only ledger
+it *is* the PLD figure (or the exact GDP one when that is smaller). :meth:`Composition.method`
+says which rule won.
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal, Sequence
 
 import numpy as np
 
 from .conversion import rdp_to_dp
 from .events import PrivacyEvent
 from .gdp import gdp_epsilon
+from .pld import PLDKey, approximate_dp_pld, composed_pld, pld_key
 from .validation import check_delta
 
 __all__ = ["Composition", "compose"]
 
 Curve = tuple[tuple[float, ...], tuple[float, ...]]
+Profile = tuple[tuple[float, ...], tuple[float, ...]]
+
+#: Fractions of the total delta tried for the RDP-only group in rule P.
+_RDP_SHARES = tuple(float(x) for x in np.concatenate([np.geomspace(1e-9, 0.5, 40), 1.0 - np.geomspace(0.4, 1e-6, 16)]))
 
 
 def _add_curves(mine: Curve | None, orders: tuple[float, ...], values: tuple[float, ...], name: str) -> Curve:
@@ -54,6 +74,81 @@ def _add_curves(mine: Curve | None, orders: tuple[float, ...], values: tuple[flo
     return tuple(common.tolist()), tuple(total.tolist())
 
 
+def _event_profile(event: PrivacyEvent) -> Profile:
+    """The approximate-DP event's profile, its calibrated pair merged in."""
+    eps0, delta0 = event.approx
+    if event.profile is None:
+        return (delta0,), (eps0,)
+    deltas, epsilons = event.profile
+    grid = sorted(set(deltas) | {delta0})
+    out = []
+    for d in grid:
+        e = _profile_epsilon((deltas, epsilons), d)
+        if d >= delta0:
+            e = min(e, eps0)
+        out.append(e)
+    out = list(np.minimum.accumulate(np.asarray(out, dtype=np.float64)))
+    return tuple(grid), tuple(float(e) for e in out)
+
+
+def _profile_epsilon(profile: Profile, delta: float) -> float:
+    """Epsilon of a tabulated profile at ``delta``: read at the largest tabulated delta <= ``delta``."""
+    i = bisect.bisect_right(profile[0], delta) - 1
+    return math.inf if i < 0 else profile[1][i]
+
+
+def _profile_min_delta(profile: Profile) -> float:
+    for d, e in zip(*profile):
+        if math.isfinite(e):
+            return d
+    return math.inf
+
+
+def _search_split(candidates: Sequence[Sequence[float]], objective: Callable[[list[float]], float],
+                  delta: float) -> tuple[float, list[float]]:
+    """Minimise ``objective(deltas)`` over one delta per block, each taken from its sorted candidate
+    list, by coordinate descent (coarse pass, then the neighbours of the best). Every evaluated
+    split is a valid bound, so a poor optimum is only loose, never wrong."""
+    k = len(candidates)
+    if k == 0:
+        return objective([]), []
+    lists = [list(c) for c in candidates]
+    if any(not c for c in lists):
+        return math.inf, []
+    start = delta / (k + 1)
+    choice = []
+    for c in lists:
+        i = bisect.bisect_right(c, start) - 1
+        choice.append(c[max(i, 0)])
+    best = objective(choice)
+    memo: dict[tuple[float, ...], float] = {tuple(choice): best}
+
+    def value(trial: list[float]) -> float:
+        key = tuple(trial)
+        if key not in memo:
+            memo[key] = objective(trial)
+        return memo[key]
+
+    for _ in range(2 if k > 1 else 1):
+        for b, cands in enumerate(lists):
+            step = max(1, len(cands) // 12)
+            idx = list(range(0, len(cands), step)) + [len(cands) - 1]
+            for j in (idx if len(cands) > 1 else [0]):
+                trial = choice.copy()
+                trial[b] = cands[j]
+                v = value(trial)
+                if v < best:
+                    best, choice = v, trial
+            j0 = cands.index(choice[b])
+            for j in range(max(0, j0 - step), min(len(cands), j0 + step + 1)):
+                trial = choice.copy()
+                trial[b] = cands[j]
+                v = value(trial)
+                if v < best:
+                    best, choice = v, trial
+    return best, choice
+
+
 @dataclass(frozen=True)
 class Composition:
     """Running summary of composed events of one unit (see the module docstring).
@@ -64,7 +159,9 @@ class Composition:
         curve: summed RDP curve ``(orders, values)`` of the non-GDP curve events, or ``None``.
         pure_sum: sum of the order-infinity values of the curve events that are pure DP.
         impure_curve: summed curve of the non-GDP curve events that are not pure DP.
-        approx_epsilon, approx_delta: basic-composition sums of the approximate-only events.
+        profiles: the privacy profiles ``(deltas, epsilons)`` of the approximate-DP events.
+        pld_counts: the dominating pairs of the events that have one, ``((key, count), ...)``.
+        rdp_only_curve: summed curve of the curve events without a dominating pair.
     """
 
     num_events: int = 0
@@ -73,8 +170,9 @@ class Composition:
     pure_sum: float = 0.0
     num_pure: int = 0
     impure_curve: Curve | None = None
-    approx_epsilon: float = 0.0
-    approx_delta: float = 0.0
+    profiles: tuple[Profile, ...] = ()
+    pld_counts: tuple[tuple[PLDKey, int], ...] = ()
+    rdp_only_curve: Curve | None = None
 
     @property
     def all_gdp(self) -> bool:
@@ -86,18 +184,26 @@ class Composition:
         """The composed GDP parameter of the GDP events."""
         return math.sqrt(self.mu_squared)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_cache", {})
+
+    def min_delta(self) -> float:
+        """The delta the approximate-DP events need at least (0 without them): the sum of their
+        smallest deltas with a finite epsilon. Below it, :meth:`epsilon` is ``inf``."""
+        return math.fsum(_profile_min_delta(p) for p in self.profiles)
+
     def add(self, event: PrivacyEvent) -> "Composition":
         """The composition with ``event`` added (``self`` is unchanged)."""
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"expected a PrivacyEvent; got {type(event).__name__}")
         fields = dict(self.__dict__, num_events=self.num_events + 1)
+        fields.pop("_cache", None)
         kind = event.representation
+        key = pld_key(event) if kind != "approx" else None
         if kind == "gdp":
             fields["mu_squared"] = self.mu_squared + event.mu ** 2
         elif kind == "approx":
-            eps, delta = event.approx
-            fields["approx_epsilon"] = self.approx_epsilon + eps
-            fields["approx_delta"] = self.approx_delta + delta
+            fields["profiles"] = self.profiles + (_event_profile(event),)
         else:
             fields["curve"] = _add_curves(self.curve, event.orders, event.rdp, event.name)
             pure = event.rdp[-1] if math.isinf(event.orders[-1]) else math.inf
@@ -106,6 +212,12 @@ class Composition:
                 fields["num_pure"] = self.num_pure + 1
             else:
                 fields["impure_curve"] = _add_curves(self.impure_curve, event.orders, event.rdp, event.name)
+            if key is None:
+                fields["rdp_only_curve"] = _add_curves(self.rdp_only_curve, event.orders, event.rdp, event.name)
+        if key is not None:
+            counts = dict(self.pld_counts)
+            counts[key[0]] = counts.get(key[0], 0) + key[1]
+            fields["pld_counts"] = tuple(sorted(counts.items(), key=repr))
         return Composition(**fields)
 
     def rdp_curve(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -122,6 +234,7 @@ class Composition:
                 total = total + a * self.mu_squared / 2.0
         return a, total
 
+    # ------------------------------------------------------------------ rule R
     def _curve_epsilon(self, curve: Curve | None, delta: float, conversion: str) -> tuple[float, str]:
         """Epsilon of ``curve`` plus the GDP events (rules 1-2) at ``delta``, and how."""
         tab = self._with_gdp(curve)
@@ -135,32 +248,97 @@ class Composition:
         label = "inf (pure DP)" if math.isinf(order) else f"{order:.4g}"
         return eps, f"RDP, best order {label}"
 
-    def _best(self, delta: float, conversion: str) -> tuple[float, str]:
-        delta = check_delta(delta, allow_zero=True)
-        rest = delta - self.approx_delta
-        if rest < 0 and not math.isclose(rest, 0.0, abs_tol=1e-18):
-            raise ValueError(
-                f"`delta`={delta!r} is smaller than the total delta {self.approx_delta!r} of the "
-                "approximate-DP events it must cover"
-            )
-        rest = max(rest, 0.0)
-        eps, how = self._curve_epsilon(self.curve, rest, conversion)
-        if self.num_pure and self.num_pure < self.num_events:
-            split, split_how = self._curve_epsilon(self.impure_curve, rest, conversion)
+    def _curves_best(self, delta: float, conversion: str) -> tuple[float, str]:
+        eps, how = self._curve_epsilon(self.curve, delta, conversion)
+        n_curve = self.num_events - len(self.profiles)
+        if self.num_pure and self.num_pure < n_curve:
+            split, split_how = self._curve_epsilon(self.impure_curve, delta, conversion)
             split += self.pure_sum
             if split < eps:
                 eps, how = split, f"pure events summed + {split_how}"
-        if self.approx_epsilon > 0 or self.approx_delta > 0:
-            how = "basic composition" if how == "no curve" else how + " + basic composition"
-        return eps + self.approx_epsilon, how
+        return eps, how
 
-    def epsilon(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle") -> float:
-        """The composed epsilon at ``delta`` (see the module docstring for the rules)."""
-        return self._best(delta, conversion)[0]
+    def _rule_r(self, delta: float, conversion: str) -> tuple[float, str]:
+        if not self.profiles:
+            return self._curves_best(delta, conversion)
+        candidates = [[d for d in p[0] if d <= delta] for p in self.profiles]
 
-    def method(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle") -> str:
+        def objective(deltas: list[float]) -> float:
+            rest = delta - math.fsum(deltas)
+            if rest < 0:
+                return math.inf
+            total = self._curves_best(rest, conversion)[0]
+            return total + math.fsum(_profile_epsilon(p, d) for p, d in zip(self.profiles, deltas))
+
+        eps, deltas = _search_split(candidates, objective, delta)
+        if not math.isfinite(eps):
+            return math.inf, "basic composition (delta too small for the approximate-DP events)"
+        how = self._curves_best(delta - math.fsum(deltas), conversion)[1]
+        how = "basic composition" if how == "no curve" else how + " + basic composition"
+        return eps, how
+
+    # ------------------------------------------------------------------ rule P
+    def _rule_p(self, delta: float, conversion: str) -> tuple[float, str]:
+        base = composed_pld(self.pld_counts)
+        blocks: list[list[float]] = []
+        eps_of: list[Callable[[float], float]] = []
+        for p in self.profiles:
+            blocks.append([d for d in p[0] if d < delta])
+            eps_of.append(lambda d, p=p: _profile_epsilon(p, d))
+        if self.rdp_only_curve is not None:
+            rdp_only = Composition(curve=self.rdp_only_curve, num_events=1)
+            blocks.append([delta * s for s in _RDP_SHARES])
+            eps_of.append(lambda d: rdp_only._curve_epsilon(rdp_only.curve, d, conversion)[0])
+        if base is None and not blocks:
+            return 0.0, "no events"
+
+        def objective(deltas: list[float]) -> float:
+            if math.fsum(deltas) >= delta:
+                return math.inf
+            pld = base
+            for d, f in zip(deltas, eps_of):
+                e = f(d)
+                if not math.isfinite(e):
+                    return math.inf
+                pair = approximate_dp_pld(e, d)
+                pld = pair if pld is None else pld.compose(pair)
+            return float(pld.get_epsilon_for_delta(delta))
+
+        eps, _ = _search_split(blocks, objective, delta)
+        parts = ["PLD (dp-accounting)"]
+        if self.rdp_only_curve is not None:
+            parts.append("RDP-only events as one (eps, delta) pair")
+        if self.profiles:
+            parts.append("approximate-DP events at their best delta")
+        return eps, " + ".join(parts)
+
+    def _best(self, delta: float, conversion: str, use_pld: bool = True) -> tuple[float, str]:
+        delta = check_delta(delta, allow_zero=True)
+        key = (delta, conversion, use_pld)
+        if key not in self._cache:
+            self._cache[key] = self._compute(delta, conversion, use_pld)
+        return self._cache[key]
+
+    def _compute(self, delta: float, conversion: str, use_pld: bool) -> tuple[float, str]:
+        eps, how = self._rule_r(delta, conversion)
+        if use_pld and delta > 0 and (self.pld_counts or len(self.profiles) > 1
+                                      or (self.profiles and self.num_events > len(self.profiles))):
+            eps_p, how_p = self._rule_p(delta, conversion)
+            if eps_p < eps:
+                eps, how = eps_p, how_p
+        return eps, how
+
+    def epsilon(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle",
+                use_pld: bool = True) -> float:
+        """The composed epsilon at ``delta`` (see the module docstring for the rules); ``inf`` when
+        ``delta`` is too small to cover the approximate-DP events. ``use_pld=False`` skips rule P
+        (faster, never tighter)."""
+        return self._best(delta, conversion, use_pld)[0]
+
+    def method(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle",
+               use_pld: bool = True) -> str:
         """How :meth:`epsilon` was obtained at ``delta`` (for reports)."""
-        return self._best(delta, conversion)[1]
+        return self._best(delta, conversion, use_pld)[1]
 
 
 def compose(events: "list[PrivacyEvent] | tuple[PrivacyEvent, ...]") -> Composition:

@@ -8,10 +8,19 @@ and its parameters, and at least one *representation* of its privacy loss:
 * ``orders`` / ``rdp``: an RDP curve tabulated on a grid of orders that may end with
   ``math.inf`` (the pure-DP value). ``inf`` as a *value* means "no bound at this order".
 * ``approx``: an :math:`(\epsilon, \delta)` pair for mechanisms without a curve
-  (objective perturbation).
+  (objective perturbation), optionally with its whole *privacy profile* ``profile =
+  (deltas, epsilons)``: the release is :math:`(\epsilon_i, \delta_i)`-DP for every tabulated
+  pair (epsilons non-increasing in delta). Between grid points the profile is read at the
+  next smaller delta, which is safe because epsilon only falls as delta grows.
+* ``pld``: the *dominating pair* the release's privacy loss distribution is computed from,
+  as a small tuple (see :mod:`pyg_private.accounting.pld`): ``("gaussian", mu)``,
+  ``("laplace", sensitivity / scale)``, ``("pure", epsilon_each, k)`` (k compositions of a pure
+  :math:`\epsilon`-DP release) or ``("poisson_gaussian", noise_multiplier, sample_rate, steps)``.
+  The factories in :mod:`pyg_private.accounting.mechanism_events` set it; a ``mu``-GDP event has
+  the Gaussian pair by definition.
 
-When an event has several, composition uses the first available of ``mu``, the RDP
-curve, ``approx`` (see :mod:`pyg_private.accounting.composition`).
+When an event has several, the RDP/GDP rules use the first available of ``mu``, the RDP
+curve, ``approx``; the PLD rule uses ``pld`` (see :mod:`pyg_private.accounting.composition`).
 
 Local-DP events (unit ``"local"``) also say which nodes were randomised: ``nodes``
 (sorted, unique ids; ``None`` = all of them) out of ``num_nodes``.
@@ -75,6 +84,8 @@ class PrivacyEvent:
     approx: tuple[float, float] | None = None
     nodes: np.ndarray | None = None
     num_nodes: int | None = None
+    profile: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    pld: tuple[Any, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -108,7 +119,71 @@ class PrivacyEvent:
                 raise TypeError(f"`approx` must be an (epsilon, delta) pair; got {self.approx!r}") from None
             set_(self, "approx", (check_non_negative(eps, "approx epsilon"),
                                   check_delta(delta, "approx delta", allow_zero=True)))
+        self._validate_profile()
+        self._validate_pld()
         self._validate_nodes()
+
+    def _validate_profile(self) -> None:
+        if self.profile is None:
+            return
+        if self.approx is None:
+            raise ValueError("a `profile` refines an (epsilon, delta) event: give `approx` (its calibrated point) too")
+        try:
+            deltas, epsilons = self.profile
+            deltas = tuple(float(d) for d in deltas)
+            epsilons = tuple(float(e) for e in epsilons)
+        except (TypeError, ValueError):
+            raise TypeError("`profile` must be a pair (deltas, epsilons) of equal-length number sequences") from None
+        if not deltas or len(deltas) != len(epsilons):
+            raise ValueError(f"`profile` needs equally many deltas and epsilons (at least one); got "
+                             f"{len(deltas)} and {len(epsilons)}")
+        for d in deltas:
+            check_delta(d, "profile delta")
+        if any(b <= a for a, b in zip(deltas, deltas[1:])):
+            raise ValueError("`profile` deltas must be strictly increasing")
+        for e in epsilons:
+            if math.isnan(e) or e < 0:
+                raise ValueError(f"`profile` epsilons must be non-negative (inf allowed); got {e!r}")
+        if any(b > a for a, b in zip(epsilons, epsilons[1:])):
+            raise ValueError("`profile` epsilons must not increase with delta (a privacy profile is non-increasing)")
+        object.__setattr__(self, "profile", (deltas, epsilons))
+
+    def _validate_pld(self) -> None:
+        if self.pld is None:
+            return
+        if not isinstance(self.pld, (tuple, list)) or not self.pld:
+            raise TypeError(f"`pld` must be a tuple naming a dominating pair; got {self.pld!r}")
+        kind, *args = self.pld
+        arity = {"gaussian": 1, "laplace": 1, "pure": 2, "poisson_gaussian": 3}
+        if kind not in arity or len(args) != arity[kind]:
+            raise ValueError(f"`pld` must be one of ('gaussian', mu), ('laplace', ratio), ('pure', epsilon, k), "
+                             f"('poisson_gaussian', noise_multiplier, sample_rate, steps); got {self.pld!r}")
+        pure = self.rdp[-1] if self.rdp is not None and math.isinf(self.orders[-1]) else None
+        if kind == "gaussian":
+            mu = check_non_negative(args[0], "pld mu")
+            if self.mu is not None and not math.isclose(mu, self.mu, rel_tol=1e-12):
+                raise ValueError(f"`pld` mu {mu!r} disagrees with the event's mu {self.mu!r}")
+            value: tuple[Any, ...] = ("gaussian", mu)
+        elif kind == "laplace":
+            ratio = check_non_negative(args[0], "pld ratio")
+            if pure is not None and not math.isclose(ratio, pure, rel_tol=1e-9, abs_tol=1e-300):
+                raise ValueError(f"`pld` Laplace ratio {ratio!r} disagrees with the curve's pure epsilon {pure!r}")
+            value = ("laplace", ratio)
+        elif kind == "pure":
+            eps = check_non_negative(args[0], "pld epsilon")
+            k = check_positive_int(args[1], "pld compositions")
+            if pure is not None and not math.isclose(eps * k, pure, rel_tol=1e-9, abs_tol=1e-300):
+                raise ValueError(f"`pld` pure epsilon {eps * k!r} disagrees with the curve's {pure!r}")
+            value = ("pure", eps, k)
+        else:
+            sigma = check_non_negative(args[0], "pld noise_multiplier")
+            q = float(args[1])
+            if not 0 < q <= 1:
+                raise ValueError(f"`pld` sample rate must lie in (0, 1]; got {args[1]!r}")
+            if not sigma > 0:
+                raise ValueError(f"`pld` noise multiplier must be > 0; got {args[0]!r}")
+            value = ("poisson_gaussian", sigma, q, check_positive_int(args[2], "pld steps"))
+        object.__setattr__(self, "pld", value)
 
     def _validate_nodes(self) -> None:
         set_ = object.__setattr__
@@ -173,7 +248,7 @@ class PrivacyEvent:
             pure = self.rdp[-1] if math.isinf(self.orders[-1]) else math.inf
             return "RDP curve" + (f", pure eps={pure:.4g}" if math.isfinite(pure) else "")
         eps, delta = self.approx
-        return f"({eps:.4g}, {delta:.3g})-DP"
+        return f"({eps:.4g}, {delta:.3g})-DP" + (", with its privacy profile" if self.profile is not None else "")
 
     # ------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +264,8 @@ class PrivacyEvent:
             "approx": None if self.approx is None else list(self.approx),
             "nodes": None if self.nodes is None else self.nodes.tolist(),
             "num_nodes": self.num_nodes,
+            "profile": None if self.profile is None else [list(self.profile[0]), [_enc(e) for e in self.profile[1]]],
+            "pld": None if self.pld is None else list(self.pld),
         }
 
     @classmethod
@@ -202,7 +279,16 @@ class PrivacyEvent:
             state["approx"] = tuple(state["approx"])
         if state.get("nodes") is not None:
             state["nodes"] = np.asarray(state["nodes"], dtype=np.int64)
+        if state.get("profile") is not None:
+            deltas, epsilons = state["profile"]
+            state["profile"] = (tuple(deltas), tuple(_dec(e) for e in epsilons))
+        if state.get("pld") is not None:
+            state["pld"] = tuple(state["pld"])
         return cls(**state)
+
+    def __reduce__(self):
+        # the frozen params mapping (a mappingproxy) cannot be pickled: rebuild from the dict form
+        return (PrivacyEvent.from_dict, (self.to_dict(),))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PrivacyEvent):
@@ -212,7 +298,7 @@ class PrivacyEvent:
         )
         return same_nodes and all(
             getattr(self, f) == getattr(other, f)
-            for f in ("name", "unit", "mechanism", "mu", "orders", "rdp", "approx", "num_nodes")
+            for f in ("name", "unit", "mechanism", "mu", "orders", "rdp", "approx", "num_nodes", "profile", "pld")
         ) and dict(self.params) == dict(other.params)
 
     __hash__ = None  # type: ignore[assignment]

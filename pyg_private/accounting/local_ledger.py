@@ -52,20 +52,24 @@ class LocalLedger:
         used, compact = np.unique(sig, return_inverse=True)
         return LocalLedger(compact.astype(np.int64), tuple(groups[g] for g in used))
 
-    def node_epsilons(self, delta: float) -> np.ndarray:
-        """Every node's composed epsilon at ``delta``."""
-        per_group = np.array([g.epsilon(delta) for g in self.groups], dtype=np.float64)
+    def node_epsilons(self, delta: float, **kwargs) -> np.ndarray:
+        """Every node's composed epsilon at ``delta`` (``kwargs`` go to :meth:`Composition.epsilon`)."""
+        per_group = np.array([g.epsilon(delta, **kwargs) for g in self.groups], dtype=np.float64)
         return per_group[self.group_of_node] if self.group_of_node.size else np.zeros(0)
 
-    def max_epsilon(self, delta: float) -> float:
+    def max_epsilon(self, delta: float, **kwargs) -> float:
         """The maximum over nodes of the composed epsilon (0 for an empty ledger)."""
         if not self.groups:
             return 0.0
-        return max(g.epsilon(delta) for g in self.groups)
+        return max(g.epsilon(delta, **kwargs) for g in self.groups)
 
-    def max_epsilon_after(self, event: PrivacyEvent, delta: float) -> float:
+    def max_epsilon_after(self, event: PrivacyEvent, delta: float, **kwargs) -> float:
         """The maximum over nodes if ``event`` were added (nothing is changed)."""
-        return self.add(event).max_epsilon(delta)
+        return self.add(event).max_epsilon(delta, **kwargs)
+
+    def min_delta(self) -> float:
+        """The largest over nodes of the delta their approximate-DP events need."""
+        return max((g.min_delta() for g in self.groups), default=0.0)
 
     @property
     def num_touched(self) -> int:

@@ -71,7 +71,7 @@ def laplace_event(
     p = {"sensitivity": sens, "scale": b, **dict(params or {})}
     curve = laplace_rdp(grid, sensitivity=sens, scale=b)
     return PrivacyEvent(name=name, unit=unit, mechanism="laplace", params=p, orders=grid,
-                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes)
+                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes, pld=("laplace", sens / b))
 
 
 def randomized_response_event(
@@ -93,7 +93,8 @@ def randomized_response_event(
     curve = randomized_response_rdp(grid, q=q)
     p = {"truth_probability": q, **dict(params or {})}
     return PrivacyEvent(name=name, unit=unit, mechanism="randomized_response", params=p, orders=grid,
-                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes)
+                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes,
+                        pld=("pure", math.log(q) - math.log1p(-q), 1))
 
 
 def subsampled_gaussian_event(
@@ -118,7 +119,7 @@ def subsampled_gaussian_event(
     p = {"noise_multiplier": sigma, "sample_rate": q, "steps": int(steps), **dict(params or {})}
     mu = math.sqrt(steps) / sigma if q == 1.0 else None
     return PrivacyEvent(name=name, unit=unit, mechanism="subsampled_gaussian", params=p, mu=mu,
-                        orders=grid, rdp=tuple(curve.tolist()))
+                        orders=grid, rdp=tuple(curve.tolist()), pld=("poisson_gaussian", sigma, q, int(steps)))
 
 
 def approximate_dp_event(
@@ -131,13 +132,20 @@ def approximate_dp_event(
     params: Mapping[str, Any] | None = None,
     nodes: Any = None,
     num_nodes: int | None = None,
+    profile: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> PrivacyEvent:
-    """A release known only to be ``(epsilon, delta)``-DP; it composes by basic composition."""
+    r"""A release known to be ``(epsilon, delta)``-DP, and optionally :math:`(\epsilon_i, \delta_i)`-DP
+    for every pair of its privacy ``profile = (deltas, epsilons)``.
+
+    The accountant composes it with the other events through the pair that dominates every
+    :math:`(\epsilon, \delta)`-DP mechanism (Kairouz, Oh and Viswanath 2015), choosing the
+    profile point (the share of the total delta it gets) that minimises the total epsilon.
+    """
     unit = as_unit(unit)
     eps = check_epsilon(epsilon)
     d = check_delta(delta, allow_zero=True)
     return PrivacyEvent(name=name, unit=unit, mechanism=mechanism, params=params, approx=(eps, d),
-                        nodes=nodes, num_nodes=num_nodes)
+                        nodes=nodes, num_nodes=num_nodes, profile=profile)
 
 
 def gdp_event(
@@ -226,7 +234,30 @@ def pure_dp_event(
         curve[np.isinf(a)] = eps
     p = {"epsilon": eps, "compositions": k, **dict(params or {})}
     return PrivacyEvent(name=name, unit=unit, mechanism=mechanism, params=p, orders=grid,
-                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes)
+                        rdp=tuple(curve.tolist()), nodes=nodes, num_nodes=num_nodes, pld=("pure", eps / k, k))
 
 
-__all__ += ["pure_dp_event"]
+__all__ += ["pure_dp_event", "objective_perturbation_event"]
+
+
+def objective_perturbation_event(
+    calibration: Any,
+    *,
+    unit: Unit | str = Unit.EDGE,
+    name: str = "objective_perturbation",
+    mechanism: str = "gcon_objective_perturbation",
+    params: Mapping[str, Any] | None = None,
+) -> PrivacyEvent:
+    r"""One GCON fit (objective perturbation, Wei et al. 2024, Theorem 1): its calibrated
+    :math:`(\epsilon, \delta)` and its whole privacy profile
+    (:func:`~pyg_private.accounting.objective_perturbation.objective_perturbation_profile`), so that
+    the accountant can compose it with other releases at any delta."""
+    from .objective_perturbation import ObjectivePerturbationCalibration, objective_perturbation_profile
+
+    if not isinstance(calibration, ObjectivePerturbationCalibration):
+        raise TypeError(f"`calibration` must be an ObjectivePerturbationCalibration; got {type(calibration).__name__}")
+    p = {"epsilon": calibration.epsilon, "delta": calibration.delta, "beta": calibration.beta,
+         "regularization": calibration.total_regularization, **dict(params or {})}
+    return PrivacyEvent(name=name, unit=as_unit(unit), mechanism=mechanism, params=p,
+                        approx=(calibration.epsilon, calibration.delta),
+                        profile=objective_perturbation_profile(calibration))

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import Iterable, Literal
 
-from scipy.special import gammaincinv
+import numpy as np
+from scipy.special import gammainccinv, gammaincinv
 
 from .validation import (
     check_delta,
@@ -64,8 +65,13 @@ __all__ = [
     "appr_sensitivity",
     "ObjectivePerturbationCalibration",
     "calibrate_objective_perturbation",
+    "objective_perturbation_profile",
+    "PROFILE_DELTAS",
     "GCON_LOSSES",
 ]
+
+#: The deltas a GCON fit's privacy profile is tabulated on: 8 per decade from 1e-30 to 0.5.
+PROFILE_DELTAS: tuple[float, ...] = tuple(float(d) for d in np.geomspace(1e-30, 0.5, 8 * 30 + 3))
 
 GCON_LOSSES = ("soft_margin", "pseudo_huber")
 """Loss names accepted by :func:`loss_constants` (``specs/gcon.md`` §2.3)."""
@@ -373,3 +379,55 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
         Lambda_user=lam_user, c_sf=c_sf, Lambda=Lam, c_theta=c_theta, eps_Lambda=eps_Lambda,
         Lambda_prime=Lambda_prime, beta=beta,
     )
+
+
+def objective_perturbation_profile(calibration: ObjectivePerturbationCalibration,
+                                   deltas: Iterable[float] | None = None) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    r"""The privacy profile :math:`\delta' \mapsto \epsilon(\delta')` of one calibrated GCON fit.
+
+    The mechanism is fixed by the calibration (:math:`\Lambda + \Lambda'`, :math:`\beta`); Theorem 1's
+    proof holds for every :math:`\delta' \in (0, 1)`, not only the one it was calibrated at. Its
+    :math:`\delta'` is the probability that some noise column is long,
+    :math:`\Pr[\exists j: \|b_j\| > c_{sf}(\delta')/\beta] \le c \cdot \delta'/c` with
+    :math:`c_{sf}(\delta') = Q^{-1}(d, \delta'/c)` (the upper regularised incomplete gamma: the norm
+    of a column is :math:`\Gamma(d, \beta)`, Eq. 21). Outside that event the first-order condition of
+    the exact minimiser bounds every column,
+    :math:`(\Lambda + \Lambda')\|\theta_j\| \le c_1 + \|b_j\|/n_1`, so
+
+    .. math::
+        c_\theta(\delta') = \frac{c_1 + c_{sf}(\delta')/(\beta n_1)}{\Lambda + \Lambda'},\qquad
+        \epsilon(\delta') = \underbrace{c\,d\ln\Big(1 + \frac{(2c_2 + c_3c_\theta)\Psi}
+            {d\,n_1(\Lambda + \Lambda')}\Big)}_{\text{Lemma 7}}
+            + \underbrace{c\,(c_1 + c_2c_\theta)\Psi\beta}_{\text{Lemma 8}}.
+
+    At the calibrated :math:`\delta` this is at most the calibrated :math:`\epsilon` (Eq. 23 bounds
+    :math:`c_\theta` with :math:`\Lambda` alone and the smallest :math:`\beta` of Eq. 18).
+    The profile lets the accountant compose the fit with other releases by sharing the total
+    delta optimally instead of charging the calibrated pair at face value.
+
+    Args:
+        calibration: the result of :func:`calibrate_objective_perturbation`.
+        deltas: the deltas to tabulate, increasing, in (0, 1) (default :data:`PROFILE_DELTAS`,
+            plus the calibrated delta).
+
+    Returns:
+        ``(deltas, epsilons)`` as tuples, epsilons non-increasing.
+    """
+    if not isinstance(calibration, ObjectivePerturbationCalibration):
+        raise TypeError(f"`calibration` must be an ObjectivePerturbationCalibration; got {type(calibration).__name__}")
+    cal = calibration
+    grid = set(PROFILE_DELTAS if deltas is None else (check_delta(d, "deltas") for d in deltas))
+    if deltas is None:
+        grid.add(cal.delta)
+    d_arr = np.array(sorted(grid), dtype=np.float64)
+    if math.isinf(cal.beta) or cal.Psi == 0.0:
+        return tuple(d_arr.tolist()), tuple(0.0 for _ in d_arr)
+    lam = cal.Lambda + cal.Lambda_prime
+    c_sf = gammainccinv(cal.d, d_arr / cal.c)
+    c_theta = (cal.c1 + c_sf / (cal.beta * cal.n1)) / lam
+    eps_jac = cal.c * cal.d * np.log1p((2.0 * cal.c2 + cal.c3 * c_theta) * cal.Psi / (cal.d * cal.n1 * lam))
+    eps_noise = cal.c * (cal.c1 + cal.c2 * c_theta) * cal.Psi * cal.beta
+    eps = eps_jac + eps_noise
+    eps = np.where(np.isfinite(eps), eps, math.inf)
+    eps = np.minimum.accumulate(eps)  # (eps1, delta1)-DP implies (eps1, delta2)-DP for delta2 >= delta1
+    return tuple(d_arr.tolist()), tuple(float(e) for e in eps)

@@ -93,8 +93,9 @@ def test_training_lands_one_event_per_step_in_the_ledger():
 
     eps = acct.epsilon("node", DELTA)
     theirs = _opacus_epsilon(steps)
-    assert eps <= theirs * (1 + 1e-12)
-    assert eps == pytest.approx(theirs, rel=0.02)
+    assert eps <= theirs * (1 + 1e-12)  # the PLD rule is tighter than Opacus' RDP bound
+    rdp_only = PrivacyAccountant.from_state_dict({**acct.state_dict(), "pld": False})
+    assert rdp_only.epsilon("node", DELTA) == pytest.approx(theirs, rel=0.02)
     assert eps == pytest.approx(_ledger_epsilon(steps), rel=1e-12)
     assert engine.get_epsilon(DELTA) == eps
 

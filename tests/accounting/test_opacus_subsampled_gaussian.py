@@ -28,8 +28,8 @@ def _opacus_rdp(noise_multiplier, sample_rate, steps, delta):
         return acc.get_privacy_spent(delta=delta)
 
 
-def _ours(noise_multiplier, sample_rate, steps, delta, *, one_event_per_step=False):
-    acct = PrivacyAccountant()
+def _ours(noise_multiplier, sample_rate, steps, delta, *, one_event_per_step=False, pld=True):
+    acct = PrivacyAccountant(pld=pld)
     if one_event_per_step:  # as the Opacus bridge does: the same one-step record, registered per step
         event = subsampled_gaussian_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate)
         for _ in range(steps):
@@ -38,6 +38,16 @@ def _ours(noise_multiplier, sample_rate, steps, delta, *, one_event_per_step=Fal
         acct.register(subsampled_gaussian_event(noise_multiplier=noise_multiplier, sample_rate=sample_rate,
                                                 steps=steps))
     return acct.epsilon("node", delta)
+
+
+def _dp_accounting_pld(noise_multiplier, sample_rate, steps, delta):
+    """Google dp-accounting's own PLD accountant on the same DP-SGD steps (add/remove one example)."""
+    import dp_accounting
+
+    acc = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    event = dp_accounting.PoissonSampledDpEvent(sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier))
+    acc.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+    return acc.get_epsilon(delta)
 
 
 def test_opacus_grid_is_contained_in_ours():
@@ -60,10 +70,14 @@ TYPICAL = [
 @pytest.mark.parametrize("delta", [1e-5, 1e-8])
 def test_never_looser_than_opacus_and_close_when_its_optimum_is_interior(nm, q, steps, delta):
     theirs, their_order = _opacus_rdp(nm, q, steps, delta)
-    ours = _ours(nm, q, steps, delta)
+    ours = _ours(nm, q, steps, delta, pld=False)  # the Rényi rule alone
     assert ours <= theirs * (1 + 1e-12)
     assert 1 < their_order < 63  # interior of Opacus' grid for these settings
     assert ours == pytest.approx(theirs, rel=0.02)
+    # the default ledger also composes the PLD: dp-accounting's figure, below the RDP bound
+    tight = _ours(nm, q, steps, delta)
+    assert tight <= ours * (1 + 1e-12)
+    assert tight == pytest.approx(_dp_accounting_pld(nm, q, steps, delta), rel=1e-3)
 
 
 @pytest.mark.parametrize("nm,q,steps", [(5.0, 0.001, 100), (10.0, 0.5, 1)])
