@@ -1,5 +1,6 @@
 """Privacy accounting: units, events, curves, composition, calibration and the accountant."""
 from .accountant import DEFAULT_REPORT_DELTA, PrivacyAccountant
+from .budget_calibration import largest_affordable_epsilon
 from .calibration import calibrate_noise
 from .composition import Composition, compose
 from .conversion import rdp_to_dp
@@ -12,6 +13,7 @@ from .mechanism_events import (
     gaussian_event,
     gdp_event,
     laplace_event,
+    objective_perturbation_event,
     randomized_response_event,
     rdp_event,
     subsampled_gaussian_event,
@@ -50,6 +52,7 @@ from .objective_perturbation import (
     appr_sensitivity,
     calibrate_objective_perturbation,
     loss_constants,
+    objective_perturbation_profile,
 )
 
 __all__ = [
@@ -72,6 +75,7 @@ __all__ = [
     "approximate_dp_event",
     "gdp_event",
     "rdp_event",
+    "objective_perturbation_event",
     # composition and conversion
     "Composition",
     "compose",
@@ -104,6 +108,7 @@ __all__ = [
     "subsampled_gaussian_rdp",
     # calibration
     "calibrate_noise",
+    "largest_affordable_epsilon",
     "lazy_ppr_epsilon",
     "lazy_ppr_noise_scale",
     # GCON objective perturbation
@@ -112,4 +117,5 @@ __all__ = [
     "appr_sensitivity",
     "ObjectivePerturbationCalibration",
     "calibrate_objective_perturbation",
+    "objective_perturbation_profile",
 ]

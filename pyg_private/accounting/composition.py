@@ -46,7 +46,7 @@ import numpy as np
 from .conversion import rdp_to_dp
 from .events import PrivacyEvent
 from .gdp import gdp_epsilon
-from .pld import PLDKey, approximate_dp_pld, composed_pld, pld_key
+from .pld import PLDKey, composed_pld, epsilon_for_delta, pld_key
 from .validation import check_delta
 
 __all__ = ["Composition", "compose"]
@@ -295,14 +295,10 @@ class Composition:
         def objective(deltas: list[float]) -> float:
             if math.fsum(deltas) >= delta:
                 return math.inf
-            pld = base
-            for d, f in zip(deltas, eps_of):
-                e = f(d)
-                if not math.isfinite(e):
-                    return math.inf
-                pair = approximate_dp_pld(e, d)
-                pld = pair if pld is None else pld.compose(pair)
-            return float(pld.get_epsilon_for_delta(delta))
+            pairs = [(f(d), d) for d, f in zip(deltas, eps_of)]
+            if not all(math.isfinite(e) for e, _ in pairs):
+                return math.inf
+            return epsilon_for_delta(base, delta, pairs)
 
         eps, _ = _search_split(blocks, objective, delta)
         parts = ["PLD (dp-accounting)"]

@@ -38,6 +38,7 @@ import threading
 from collections import OrderedDict
 from typing import Hashable, Mapping
 
+import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 
@@ -49,6 +50,8 @@ __all__ = [
     "key_pld",
     "composed_pld",
     "approximate_dp_pld",
+    "delta_for_epsilon",
+    "epsilon_for_delta",
     "PrivacyLossDistribution",
 ]
 
@@ -174,3 +177,100 @@ def composed_pld(counts: Mapping[PLDKey, int] | tuple[tuple[PLDKey, int], ...]) 
             result = part if result is None else result.compose(part)
     _lru_put(_COMPOSED_CACHE, items, result, _COMPOSED_CACHE_SIZE)
     return result
+
+
+# ----------------------------------------------------------------------------------------------
+# Hockey-stick divergences, vectorised (dp-accounting's own loops run in Python, per loss value)
+# ----------------------------------------------------------------------------------------------
+class _Suffix:
+    """One adjacency's PMF as suffix sums: delta(e) = inf + S1[i] - e^e S2[i], i = first loss >= e."""
+
+    def __init__(self, pmf) -> None:
+        dense = pmf.to_dense_pmf()
+        probs = np.asarray(dense._probs, dtype=np.float64)
+        self.losses = (np.arange(probs.size) + dense._lower_loss) * dense._discretization
+        self.inf = float(dense._infinity_mass)
+        self.s1 = np.concatenate([np.cumsum(probs[::-1])[::-1], [0.0]])
+        with np.errstate(over="ignore"):
+            weighted = probs * np.exp(-np.maximum(self.losses, -700.0))
+        self.s2 = np.concatenate([np.cumsum(weighted[::-1])[::-1], [0.0]])
+        self.max_loss = float(self.losses[-1]) if probs.size else 0.0
+
+    def delta(self, eps: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.losses, eps, side="left")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self.inf + self.s1[i] - np.exp(eps) * self.s2[i]
+        return np.clip(np.nan_to_num(out, nan=self.inf), self.inf, 1.0)
+
+
+_SUFFIX_CACHE: "OrderedDict[int, tuple[PrivacyLossDistribution, list[_Suffix]]]" = OrderedDict()
+_IDENTITY = _pld.identity(value_discretization_interval=PLD_DISCRETIZATION)
+
+
+def _suffixes(pld: PrivacyLossDistribution | None) -> list[_Suffix]:
+    pld = _IDENTITY if pld is None else pld
+    hit = _lru_get(_SUFFIX_CACHE, id(pld))
+    if hit is not None and hit[0] is pld:  # the cache keeps the PLD alive, so its id is not reused
+        return hit[1]
+    parts = [pld._pmf_remove] if pld._symmetric else [pld._pmf_remove, pld._pmf_add]
+    suffixes = [_Suffix(p) for p in parts]
+    _lru_put(_SUFFIX_CACHE, id(pld), (pld, suffixes), 8)
+    return suffixes
+
+
+def _combos(pairs: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray, float]:
+    """Shifts and weights of the finite losses of the composed (epsilon, delta) pairs, and their
+    total infinite mass."""
+    shifts, weights = np.zeros(1), np.ones(1)
+    finite = 1.0
+    for eps, delta in pairs:
+        up, down = (1.0 - delta) / (1.0 + math.exp(-eps)), (1.0 - delta) / (1.0 + math.exp(eps))
+        shifts = np.concatenate([shifts + eps, shifts - eps])
+        weights = np.concatenate([weights * up / (1.0 - delta), weights * down / (1.0 - delta)]) \
+            if delta < 1.0 else np.concatenate([weights * 0.0, weights * 0.0])
+        finite *= 1.0 - delta
+    return shifts, weights * finite, 1.0 - finite
+
+
+def delta_for_epsilon(pld: PrivacyLossDistribution | None, epsilons, pairs=()) -> np.ndarray:
+    r""":math:`\delta(\epsilon)` of ``pld`` composed with the pairs that dominate
+    :math:`(\epsilon_b, \delta_b)`-DP mechanisms, ``pairs = ((eps_b, delta_b), ...)``, at each of
+    ``epsilons`` (exact for the pairs: their losses are :math:`\pm\epsilon_b` or :math:`+\infty`).
+    The maximum over the PLD's add and remove distributions."""
+    eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
+    shifts, weights, inf_mass = _combos(tuple(pairs))
+    best = np.zeros_like(eps)
+    for part in _suffixes(pld):
+        total = inf_mass + sum(w * part.delta(eps - s) for s, w in zip(shifts, weights))
+        best = np.maximum(best, total)
+    return np.minimum(best, 1.0)
+
+
+def epsilon_for_delta(pld: PrivacyLossDistribution | None, delta: float, pairs=()) -> float:
+    """The smallest epsilon >= 0 with :func:`delta_for_epsilon` at most ``delta`` (``inf`` when
+    the infinite losses alone exceed it); the returned value errs on the large side by at most
+    about 1e-7 of the loss range."""
+    pairs = tuple((float(e), float(d)) for e, d in pairs)
+    if len(pairs) > 12:
+        raise ValueError("at most 12 (epsilon, delta) pairs can be composed exactly here")
+    parts = _suffixes(pld)
+    shifts, weights, inf_mass = _combos(pairs)
+
+    def f(eps: np.ndarray) -> np.ndarray:
+        best = np.zeros_like(eps)
+        for part in parts:
+            best = np.maximum(best, inf_mass + sum(w * part.delta(eps - s) for s, w in zip(shifts, weights)))
+        return best
+
+    hi = max(p.max_loss for p in parts) + float(shifts.max()) + 1.0
+    if f(np.array([hi]))[0] > delta:
+        return math.inf
+    lo = 0.0
+    if f(np.array([lo]))[0] <= delta:
+        return 0.0
+    for _ in range(5):  # delta(lo) > target >= delta(hi); refine the bracket 64-fold per round
+        grid = np.linspace(lo, hi, 65)
+        ok = f(grid) <= delta
+        j = int(np.argmax(ok))  # first grid point that meets the target (grid[-1] always does)
+        lo, hi = grid[max(j - 1, 0)], grid[j]
+    return float(hi)

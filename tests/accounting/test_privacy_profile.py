@@ -117,3 +117,22 @@ def test_bad_profiles_are_refused():
         PrivacyEvent(name="x", unit="edge", mechanism="m", mu=1.0, profile=((1e-5,), (1.0,)))
     with pytest.raises(ValueError, match="pld"):
         PrivacyEvent(name="x", unit="edge", mechanism="m", mu=1.0, pld=("gaussian", 0.5))
+
+
+def test_gcon_calibrated_to_a_shared_budget_leaves_room_for_the_planned_release():
+    from pyg_private.accounting import largest_affordable_epsilon
+
+    acct = PrivacyAccountant(budget={"edge": (8.0, 1e-4)})
+    later = gdp_event(unit="edge", mu=0.5, name="contractive")
+    eps = largest_affordable_epsilon(acct, lambda e: objective_perturbation_event(_gcon(e, 1e-4)), reserve=[later])
+    assert len(acct) == 0  # nothing recorded by the search
+    assert 5.0 < eps < 8.0
+    acct.register(objective_perturbation_event(_gcon(eps, 1e-4)))
+    acct.register(later)  # still fits
+    assert acct.epsilon("edge") <= 8.0 * (1 + 1e-9)
+    with pytest.raises(PrivacyBudgetExceeded):  # and the search was tight: 1% more would not have fit
+        fresh = PrivacyAccountant(budget={"edge": (8.0, 1e-4)})
+        fresh.register(objective_perturbation_event(_gcon(eps * 1.01, 1e-4)))
+        fresh.register(later)
+    with pytest.raises(ValueError, match="no budget"):
+        largest_affordable_epsilon(PrivacyAccountant(), lambda e: objective_perturbation_event(_gcon(e)))

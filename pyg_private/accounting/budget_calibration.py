@@ -1,0 +1,88 @@
+"""Calibrate one release to what is left of a shared budget, keeping room for releases still to come.
+
+A release calibrated at the budget's own ``(epsilon, delta)`` takes the whole budget: a GCON fit
+calibrated at ``(8, 1e-4)`` under a budget ``(8, 1e-4)`` leaves nothing for the contractive
+aggregation that follows. :func:`largest_affordable_epsilon` asks the accountant itself
+(with the same composition it will charge) for the largest target epsilon of the new release
+such that the ledger, the release and the ``reserve`` of planned releases still fit the budget.
+
+.. code-block:: python
+
+    acct = PrivacyAccountant(budget={"edge": (8.0, 1e-4)})
+    later = gdp_event(unit="edge", mu=layer.mu, name="aggregation")      # planned, not charged
+    make = lambda eps: objective_perturbation_event(calibrate_objective_perturbation(epsilon=eps, ...))
+    eps = largest_affordable_epsilon(acct, make, reserve=[later])
+    # ... fit GCON at (eps, delta); the aggregation still fits afterwards
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Callable, Sequence
+
+from .accountant import PrivacyAccountant
+from .errors import PrivacyBudgetExceeded
+from .events import PrivacyEvent
+from .validation import check_epsilon
+
+__all__ = ["largest_affordable_epsilon"]
+
+
+def largest_affordable_epsilon(
+    accountant: PrivacyAccountant,
+    make_event: Callable[[float], PrivacyEvent],
+    *,
+    reserve: Sequence[PrivacyEvent] = (),
+    max_epsilon: float = 100.0,
+    rtol: float = 1e-4,
+) -> float:
+    """The largest target ``epsilon`` whose event ``make_event(epsilon)`` fits the accountant's budget
+    together with the events already recorded and the planned ``reserve`` events.
+
+    Nothing is recorded: the search runs on a copy of the ledger. The answer lands on the safe
+    side (its event passes :meth:`PrivacyAccountant.check`) and within ``rtol`` (relative) of the
+    largest such epsilon, assuming the cost of ``make_event(epsilon)`` grows with ``epsilon``.
+
+    Args:
+        accountant: the ledger, with a budget on the unit ``make_event`` charges.
+        make_event: builds the release's event from its target epsilon (e.g. a calibration).
+        reserve: events of releases that will follow and must still fit.
+        max_epsilon: the largest target tried.
+        rtol: relative precision.
+
+    Raises:
+        ValueError: the unit has no budget, or ``reserve`` alone no longer fits, or not even a
+            target of ``max_epsilon * 1e-9`` fits.
+    """
+    if not isinstance(accountant, PrivacyAccountant):
+        raise TypeError(f"`accountant` must be a PrivacyAccountant; got {type(accountant).__name__}")
+    hi = check_epsilon(max_epsilon, "max_epsilon")
+    trial = copy.deepcopy(accountant)
+    for ev in reserve:
+        try:
+            trial.register(ev)
+        except PrivacyBudgetExceeded as err:
+            raise ValueError(f"the planned `reserve` release {ev.name!r} no longer fits the budget: {err}") from None
+
+    def fits(eps: float) -> bool:
+        event = make_event(eps)
+        if event.unit.value not in trial.budget:
+            raise ValueError(f"unit {event.unit.value!r} has no budget in the accountant: nothing to calibrate to")
+        try:
+            trial.check(event)
+        except PrivacyBudgetExceeded:
+            return False
+        return True
+
+    if fits(hi):
+        return hi
+    lo = hi * 1e-9
+    if not fits(lo):
+        raise ValueError(f"not even epsilon={lo:g} fits what is left of the budget (with the reserve)")
+    while hi - lo > rtol * lo:  # bisection in log space: fits(lo) holds throughout
+        mid = math.sqrt(lo * hi)
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
