@@ -46,7 +46,7 @@ import numpy as np
 from .conversion import rdp_to_dp
 from .events import PrivacyEvent
 from .gdp import gdp_epsilon
-from .pld import PLDKey, composed_pld, epsilon_for_delta, pld_key
+from .pld import PLDKey, composed_pld, epsilon_for_delta, pld_feasible, pld_key
 from .validation import check_delta
 
 __all__ = ["Composition", "compose"]
@@ -162,6 +162,8 @@ class Composition:
         profiles: the privacy profiles ``(deltas, epsilons)`` of the approximate-DP events.
         pld_counts: the dominating pairs of the events that have one, ``((key, count), ...)``.
         rdp_only_curve: summed curve of the curve events without a dominating pair.
+        rdp_only_mu_squared: :math:`\sum \mu_i^2` of the GDP events without one (too wide to
+            discretise).
     """
 
     num_events: int = 0
@@ -173,6 +175,7 @@ class Composition:
     profiles: tuple[Profile, ...] = ()
     pld_counts: tuple[tuple[PLDKey, int], ...] = ()
     rdp_only_curve: Curve | None = None
+    rdp_only_mu_squared: float = 0.0
 
     @property
     def all_gdp(self) -> bool:
@@ -202,6 +205,8 @@ class Composition:
         key = pld_key(event) if kind != "approx" else None
         if kind == "gdp":
             fields["mu_squared"] = self.mu_squared + event.mu ** 2
+            if key is None:
+                fields["rdp_only_mu_squared"] = self.rdp_only_mu_squared + event.mu ** 2
         elif kind == "approx":
             fields["profiles"] = self.profiles + (_event_profile(event),)
         else:
@@ -285,8 +290,8 @@ class Composition:
         for p in self.profiles:
             blocks.append([d for d in p[0] if d < delta])
             eps_of.append(lambda d, p=p: _profile_epsilon(p, d))
-        if self.rdp_only_curve is not None:
-            rdp_only = Composition(curve=self.rdp_only_curve, num_events=1)
+        if self.rdp_only_curve is not None or self.rdp_only_mu_squared > 0:
+            rdp_only = Composition(curve=self.rdp_only_curve, mu_squared=self.rdp_only_mu_squared, num_events=1)
             blocks.append([delta * s for s in _RDP_SHARES])
             eps_of.append(lambda d: rdp_only._curve_epsilon(rdp_only.curve, d, conversion)[0])
         if base is None and not blocks:
@@ -302,7 +307,7 @@ class Composition:
 
         eps, _ = _search_split(blocks, objective, delta)
         parts = ["PLD (dp-accounting)"]
-        if self.rdp_only_curve is not None:
+        if self.rdp_only_curve is not None or self.rdp_only_mu_squared > 0:
             parts.append("RDP-only events as one (eps, delta) pair")
         if self.profiles:
             parts.append("approximate-DP events at their best delta")
@@ -317,7 +322,7 @@ class Composition:
 
     def _compute(self, delta: float, conversion: str, use_pld: bool) -> tuple[float, str]:
         eps, how = self._rule_r(delta, conversion)
-        if use_pld and delta > 0 and (self.pld_counts or len(self.profiles) > 1
+        if use_pld and delta > 0 and pld_feasible(self.pld_counts) and (self.pld_counts or len(self.profiles) > 1
                                       or (self.profiles and self.num_events > len(self.profiles))):
             eps_p, how_p = self._rule_p(delta, conversion)
             if eps_p < eps:

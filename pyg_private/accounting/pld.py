@@ -49,6 +49,7 @@ __all__ = [
     "pld_key",
     "key_pld",
     "composed_pld",
+    "pld_feasible",
     "approximate_dp_pld",
     "delta_for_epsilon",
     "epsilon_for_delta",
@@ -59,9 +60,11 @@ PrivacyLossDistribution = _pld.PrivacyLossDistribution
 
 #: Discretisation interval of the privacy-loss values (``dp-accounting``'s default).
 PLD_DISCRETIZATION = 1e-4
-#: Pairs whose epsilon is this large are not worth a PLD (its support would have
-#: ``eps / PLD_DISCRETIZATION`` points): the RDP rules answer them.
-_MAX_PLD_EPSILON = 200.0
+#: Pairs whose losses spread this wide are not worth a PLD (its support would have
+#: about ``spread / PLD_DISCRETIZATION`` points, 8 bytes each): the Rényi/GDP rules answer them.
+#: Pure / Laplace: losses within +-epsilon; Gaussian: within mu^2/2 +- 10 mu.
+_MAX_PLD_EPSILON = 50.0
+_MAX_PLD_MU = 20.0
 
 PLDKey = tuple[Hashable, ...]
 
@@ -69,11 +72,12 @@ PLDKey = tuple[Hashable, ...]
 def pld_key(event: PrivacyEvent) -> tuple[PLDKey, int] | None:
     """``(key, count)``: the dominating pair of ``event`` as a hashable key, and how many times the
     event composes it; ``None`` when the event declares no pair (RDP-only analyses,
-    approximate-DP events) or the pair is too costly to discretise (epsilon above 200)."""
+    approximate-DP events) or the pair is too costly to discretise (a pure or Laplace epsilon
+    above 50, a Gaussian mu above 20: such releases are answered by the Rényi/GDP rules)."""
     if event.pld is not None:
         kind, *args = event.pld
         if kind == "gaussian":
-            return ("gaussian", float(args[0])), 1
+            return (("gaussian", float(args[0])), 1) if args[0] <= _MAX_PLD_MU else None
         if kind == "laplace":
             return (("laplace", float(args[0])), 1) if args[0] <= _MAX_PLD_EPSILON else None
         if kind == "pure":
@@ -81,11 +85,40 @@ def pld_key(event: PrivacyEvent) -> tuple[PLDKey, int] | None:
             return (("pure", eps), k) if eps * k <= _MAX_PLD_EPSILON else None
         if kind == "poisson_gaussian":
             sigma, q, steps = float(args[0]), float(args[1]), int(args[2])
+            if 1.0 / sigma > _MAX_PLD_MU:
+                return None
             return (("gaussian", 1.0 / sigma), steps) if q == 1.0 else (("poisson_gaussian", sigma, q), steps)
         return None
-    if event.mu is not None:
+    if event.mu is not None and event.mu <= _MAX_PLD_MU:
         return ("gaussian", float(event.mu)), 1
     return None
+
+
+#: Rule P is skipped when the composed loss distribution would need more points than this.
+_MAX_PLD_POINTS = 1e7
+
+
+def _loss_variance(key: PLDKey) -> float:
+    """The variance of one pair's privacy loss (upper estimate)."""
+    kind = key[0]
+    if kind == "gaussian":
+        return float(key[1]) ** 2
+    if kind in ("laplace", "pure"):
+        return float(key[1]) ** 2
+    sigma, q = float(key[1]), float(key[2])
+    return q * q * math.expm1(min(1.0 / sigma ** 2, 700.0)) + q * q
+
+
+def pld_feasible(counts: Mapping[PLDKey, int] | tuple[tuple[PLDKey, int], ...]) -> bool:
+    """Whether composing ``counts`` stays within :data:`_MAX_PLD_POINTS` discretised losses:
+    about 16 standard deviations of the composed loss (the tails beyond are truncated) plus
+    the widest single pair."""
+    items = dict(counts)
+    if not items:
+        return True
+    std = math.sqrt(math.fsum(n * _loss_variance(k) for k, n in items.items()))
+    single = max(20.0 * math.sqrt(_loss_variance(k)) for k in items)
+    return (16.0 * std + single) / PLD_DISCRETIZATION <= _MAX_PLD_POINTS
 
 
 _CACHE_LOCK = threading.Lock()
@@ -224,7 +257,8 @@ def _combos(pairs: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndar
     shifts, weights = np.zeros(1), np.ones(1)
     finite = 1.0
     for eps, delta in pairs:
-        up, down = (1.0 - delta) / (1.0 + math.exp(-eps)), (1.0 - delta) / (1.0 + math.exp(eps))
+        tail = math.exp(-eps)  # eps >= 0: no overflow
+        up, down = (1.0 - delta) / (1.0 + tail), (1.0 - delta) * tail / (1.0 + tail)
         shifts = np.concatenate([shifts + eps, shifts - eps])
         weights = np.concatenate([weights * up / (1.0 - delta), weights * down / (1.0 - delta)]) \
             if delta < 1.0 else np.concatenate([weights * 0.0, weights * 0.0])

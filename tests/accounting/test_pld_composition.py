@@ -13,6 +13,8 @@ from dp_accounting.pld.common import DifferentialPrivacyParameters
 
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting import (
+    DEFAULT_ORDERS,
+    approximate_dp_event,
     gaussian_event,
     gdp_epsilon,
     gdp_event,
@@ -135,3 +137,49 @@ def test_local_ledger_uses_pld_per_node():
         rdp.register(ev)
     assert acct.epsilon("local", 1e-6) <= rdp.epsilon("local", 1e-6) * (1 + 1e-12)
     assert acct.node_epsilons(1e-6)[2] == 0.0
+
+
+@pytest.mark.parametrize("make", [
+    lambda: gdp_event(unit="edge", mu=1e4, name="almost no noise"),
+    lambda: subsampled_gaussian_event(noise_multiplier=1e-4, sample_rate=0.5, steps=3),
+    lambda: laplace_event(unit="edge", sensitivity=1e3, scale=1.0),
+])
+def test_pairs_too_wide_to_discretise_fall_back_to_the_renyi_rules(make):
+    # a PLD of these would need hundreds of GiB: they are answered by the Rényi/GDP rules
+    acct = PrivacyAccountant()
+    acct.register(make())
+    acct.register(gaussian_event(unit="edge" if make().unit.value == "edge" else "node", sensitivity=1.0,
+                                 noise_std=1.0))
+    unit = acct.events[0].unit
+    rdp = PrivacyAccountant.from_state_dict({**acct.state_dict(), "pld": False})
+    assert acct.epsilon(unit, 1e-5) == rdp.epsilon(unit, 1e-5)
+
+
+def test_many_wide_gaussians_skip_the_pld():
+    acct = _ledger([(gdp_event(unit="edge", mu=15.0, name="g"), 200)])
+    assert acct.epsilon("edge", 1e-5) == pytest.approx(gdp_epsilon(mu=15.0 * math.sqrt(200), delta=1e-5), rel=1e-9)
+
+
+_POOL = [
+    lambda: gdp_event(unit="edge", mu=0.4, name="chain"),
+    lambda: gdp_event(unit="edge", mu=60.0, name="too wide for a PLD"),
+    lambda: laplace_event(unit="edge", sensitivity=1.0, scale=3.0),
+    lambda: randomized_response_event(unit="edge", epsilon=1.5),
+    lambda: gaussian_event(unit="edge", sensitivity=1.0, noise_std=2.0),
+    lambda: rdp_event(unit="edge", orders=DEFAULT_ORDERS, name="pabi",
+                      rdp=lazy_ppr_rdp(DEFAULT_ORDERS, noise_scale=2.0, num_iterations=20, eta=0.5, alpha=0.2)),
+    lambda: approximate_dp_event(unit="edge", epsilon=0.7, delta=1e-7),
+]
+
+
+@pytest.mark.parametrize("picks", [(0, 1), (1, 2, 6), (3, 5), (2, 4, 5, 6), (0, 1, 2, 3, 4, 5, 6), (6, 6, 0)])
+def test_no_event_is_ever_left_out(picks):
+    # adding releases never lowers the reported epsilon below any single one of them
+    acct = PrivacyAccountant()
+    for i in picks:
+        acct.register(_POOL[i]())
+    total = acct.epsilon("edge", 1e-5)
+    for i in set(picks):
+        alone = PrivacyAccountant()
+        alone.register(_POOL[i]())
+        assert total >= 0.99 * alone.epsilon("edge", 1e-5)
