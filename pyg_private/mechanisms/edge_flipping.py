@@ -16,6 +16,8 @@ import math
 import torch
 from torch import Tensor
 
+from ..utils.graph_validation import check_edge_index
+
 __all__ = ["flip_edges"]
 
 
@@ -61,8 +63,12 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tens
     r"""Randomized response on every pair of nodes.
 
     Args:
-        edge_index (Tensor): undirected simple graph, each edge in both directions.
-        num_nodes (int): :math:`n`.
+        edge_index (Tensor): undirected simple graph, each edge in both directions, ids
+            in :math:`[0, n)`.
+        num_nodes (int): :math:`n`, the public number of nodes (every pair of them is
+            randomised). Required: a count inferred from the largest id of the private
+            ``edge_index`` would randomise different pairs for a graph with an isolated
+            last node and for the same graph plus an edge at that node.
         q (float): probability of reporting a pair's true bit, in :math:`[1/2, 1)`.
         keep_nodes (Tensor, optional): nodes whose pairs are reported truthfully (not
             randomised): the personalized setting, where a seed already knows its own
@@ -72,8 +78,12 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tens
     Returns:
         The randomised graph's ``edge_index`` (both directions, sorted, no self-loops).
     """
+    if num_nodes is None:
+        raise ValueError("`num_nodes` is required: the number of nodes is public input and is never inferred from "
+                         "the private edges")
+    n = check_edge_index(edge_index, num_nodes)  # every id in [0, n), before any bit is drawn
     device = edge_index.device
-    n = int(num_nodes)
+    edge_index = edge_index.long()
     true_ids = torch.unique(_pair_ids(edge_index, n))  # i * n + j, i < j, sorted
     kept_node = torch.zeros(n, dtype=torch.bool, device=device)
     if keep_nodes is not None:

@@ -9,6 +9,7 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.graph_validation import public_num_nodes
 from ..utils.lazy_ppr import seed_matrix
 
 __all__ = ["resolve_noise", "SeededRelease"]
@@ -44,14 +45,6 @@ def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta:
     return calibrate(eps, d), eps, d
 
 
-def _max_node(edge_index: Any) -> int:
-    """1 + the largest node id of an ``edge_index`` (0 when it has none or is not an edge_index)."""
-    if isinstance(edge_index, Tensor) and edge_index.layout == torch.strided and edge_index.dim() == 2 \
-            and edge_index.numel() and not edge_index.is_floating_point():
-        return int(edge_index.max()) + 1
-    return 0
-
-
 class SeededRelease:
     """Mixin: read the graph, reuse a cached release, charge one event per new release.
 
@@ -76,11 +69,16 @@ class SeededRelease:
         raise NotImplementedError
 
     def _read_graph(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[Tensor, int]:
+        """The validated graph on the **public** node count: ``x``'s rows, ``num_nodes``
+        or a sparse adjacency's declared size, never the largest id of the private
+        ``edge_index`` (see :func:`~pyg_private.utils.graph_validation.public_num_nodes`).
+        Raises before anything is charged."""
         if edge_index is None:
             raise ValueError("`edge_index` (or a sparse adjacency) is required")
-        if isinstance(x, Tensor) and num_nodes is None and x.dim() >= 1 and x.size(0) > 0:
-            num_nodes = max(x.size(0), _max_node(edge_index))  # the signals' rows count isolated nodes too
-        ei, n = adjacency_to_edge_index(edge_index, num_nodes)
+        hint = "pass `num_nodes=` (or the signals `x`)" if getattr(self, "accepts_signals", False) \
+            else "pass `num_nodes=`"
+        n = public_num_nodes(num_nodes, x=x, adj=edge_index, missing=hint)
+        ei, n = adjacency_to_edge_index(edge_index, n)
         return simple_undirected(ei, n, symmetrize=self.symmetrize)
 
     def _seeds_only(self, x: Any, edge_index: Any, seed_index: Any,

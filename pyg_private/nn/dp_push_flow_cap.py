@@ -49,6 +49,12 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         noise_scale, epsilon, delta, personalized, epsilon_columns, accountant, cached,
         symmetrize, orders, generator, name: as in :class:`~pyg_private.nn.NoisyPPRDiffusion`.
         clip_output (bool): clip the release to :math:`[0, 1]`. (default: :obj:`True`)
+
+    Shapes:
+        - **input:** ``seed_index`` :math:`(C,)`, ``num_nodes`` :math:`|\mathcal{V}|`;
+          ``edge_index`` :math:`(2, |\mathcal{E}|)`, ``SparseTensor`` or ``torch.sparse``
+          adjacency
+        - **output:** :math:`(|\mathcal{V}|, C)`
     """
 
     def __init__(self, alpha: float = 0.2, num_iterations: int = 100, eta: float = 1e-6, *,
@@ -100,6 +106,16 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
 
         ``x`` exists for a signature shared with :class:`NoisyPPRDiffusion`; the
         sensitivity bound is for one-hot seeds, so it must be ``None``.
+
+        Args:
+            edge_index: the private graph (``edge_index``, ``SparseTensor`` or
+                ``torch.sparse`` adjacency).
+            seed_index (Tensor): public seeds ``[C]`` in ``[0, N)``.
+            num_nodes (int, optional): the public node count :math:`N`, required with an
+                ``edge_index`` (a sparse adjacency's declared size may stand in for it). It
+                is never inferred from the largest id in ``edge_index``: neighbouring graphs
+                share their nodes, and a count read off the private edges would change the
+                output's shape when an edge at the last node is added or removed.
         """
         ei, n, s0, seeds = self._seeds_only(x, edge_index, seed_index, num_nodes)
         cached = self._from_cache(ei, s0)

@@ -62,6 +62,12 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         personalized (bool): restore each seed's own edges in its column. (default: :obj:`False`)
         accountant, cached, symmetrize, generator, name: as in
             :class:`~pyg_private.nn.NoisyPPRDiffusion`.
+
+    Shapes:
+        - **input:** ``seed_index`` :math:`(C,)`, ``num_nodes`` :math:`|\mathcal{V}|`;
+          ``edge_index`` :math:`(2, |\mathcal{E}|)`, ``SparseTensor`` or ``torch.sparse``
+          adjacency
+        - **output:** :math:`(|\mathcal{V}|, C)`
     """
 
     def __init__(self, alpha: float = 0.2, num_iterations: int = 100, *, epsilon: Optional[float] = None,
@@ -98,7 +104,19 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
 
     def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
-        """PPR columns ``[N, C]`` of the seeds on the randomised graph (default dtype)."""
+        """PPR columns ``[N, C]`` of the seeds on the randomised graph (default dtype).
+
+        Args:
+            edge_index: the private graph (``edge_index``, ``SparseTensor`` or
+                ``torch.sparse`` adjacency).
+            seed_index (Tensor): public seeds ``[C]`` in ``[0, N)``.
+            num_nodes (int, optional): the public node count :math:`N`, required with an
+                ``edge_index`` (a sparse adjacency's declared size may stand in for it).
+                Randomized response runs over every pair of these :math:`N` nodes; a count
+                inferred from the largest id in the private ``edge_index`` would change
+                both the pairs randomised and the output's shape when an edge at the last
+                node is added or removed.
+        """
         ei, n, s0, seeds = self._seeds_only(x, edge_index, seed_index, num_nodes)
         cached = self._from_cache(ei, s0)
         if cached is not None:

@@ -66,6 +66,12 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
 
     **Inputs must be public.** The seeds or signals ``x`` are the same on neighbouring
     graphs (the proof protects edges only) and the layer does not propagate gradients.
+    So is the node count :math:`N`: it is ``x``'s number of rows, or ``num_nodes``
+    (required with ``seed_index`` and an ``edge_index``), or a sparse adjacency's declared
+    size; it is never inferred from the largest id in ``edge_index``. Neighbouring graphs
+    share their nodes, and a count read off the private edges would change the output's
+    shape when an edge at the last node is added or removed. Seeds and edge ids are
+    checked against :math:`N` before anything is charged.
     An output projection (``"l1_ball"`` or ``"simplex"``) is applied to the final iterate
     only: post-processing. No in-loop projection is offered, because the contraction
     argument does not survive it (spec §3.7).
@@ -90,10 +96,14 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
 
     Shapes:
         - **input:** signals :math:`(|\mathcal{V}|, C)` (non-negative) or
-          ``seed_index`` :math:`(C,)`; ``edge_index`` :math:`(2, |\mathcal{E}|)`,
-          ``SparseTensor`` or ``torch.sparse`` adjacency
+          ``seed_index`` :math:`(C,)` with ``num_nodes`` :math:`|\mathcal{V}|`;
+          ``edge_index`` :math:`(2, |\mathcal{E}|)`, ``SparseTensor`` or ``torch.sparse``
+          adjacency
         - **output:** :math:`(|\mathcal{V}|, C)`
     """
+
+    #: ``x`` (signals) gives the public node count as an alternative to ``num_nodes``
+    accepts_signals = True
 
     def __init__(
         self,
@@ -185,7 +195,18 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
 
     def forward(self, x: Optional[Tensor] = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
-        """Diffuse the seeds or signals on the private graph; returns :math:`\\mathbf{s}^{(K)}` [N, C]."""
+        """Diffuse the seeds or signals on the private graph; returns :math:`\\mathbf{s}^{(K)}` [N, C].
+
+        Args:
+            x (Tensor, optional): public non-negative signals ``[N, C]`` (or ``[N]``); their
+                rows are the node count.
+            edge_index: the private graph (``edge_index``, ``SparseTensor`` or
+                ``torch.sparse`` adjacency).
+            seed_index (Tensor, optional): public seeds ``[C]`` in ``[0, N)``, instead of ``x``.
+            num_nodes (int, optional): the public node count :math:`N`; required unless ``x``
+                or a sparse adjacency gives it (must agree with them when both are given).
+                It is never inferred from the private ``edge_index``.
+        """
         ei, n = self._read_graph(edge_index, num_nodes, x)
         s0, seeds, out_dtype = self._signals(x, seed_index, n, ei.device)
         cached = self._from_cache(ei, s0)

@@ -8,7 +8,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from ..accounting import PrivacyAccountant, approximate_dp_event, charge
+from ..accounting import PrivacyAccountant, charge, objective_perturbation_event
 from ..accounting.objective_perturbation import (
     ObjectivePerturbationCalibration,
     appr_sensitivity,
@@ -175,9 +175,9 @@ class PerturbedAPPRConv(SparsePropagation):
         rows = int(mask.sum())
         cal = self.calibration(rows)
         params = {k: v for k, v in vars(cal).items() if isinstance(v, (int, float, str))}
-        charge(self.accountant, approximate_dp_event(unit="edge", epsilon=self.epsilon, delta=self.delta,
-                                                     name=self.name, mechanism="objective_perturbation",
-                                                     params=params), self)  # before B is drawn
+        # one (epsilon, delta) event with its whole privacy profile, before B is drawn
+        charge(self.accountant, objective_perturbation_event(cal, unit="edge", name=self.name,
+                                                             mechanism="objective_perturbation", params=params), self)
         noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=generator)
         targets = torch.nn.functional.one_hot(y[mask], self.out_channels).to(torch.float64)
         sol = solve_separable_ridge(z[mask], targets, self.loss, regularization=cal.Lambda + cal.Lambda_prime,

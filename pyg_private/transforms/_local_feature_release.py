@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import zlib
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
@@ -32,6 +31,7 @@ from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_epsilon
 from ..mechanisms._noise import check_generator
 from ..mechanisms.square_wave import sample_k_subsets
+from ._fingerprint import crc32_update as _crc
 
 __all__ = ["LocalFeatureRelease", "FeatureRange"]
 
@@ -231,22 +231,34 @@ class LocalFeatureRelease(BaseTransform):
     def _ledger_ids(data: Data, n: int, ids: Optional[Tensor]) -> tuple[Optional[np.ndarray], int]:
         """Who is charged: ``(node ids, id space size)`` for the ledger of unit ``"local"``.
 
-        Rows are users by **position** unless the data carry ``node_id`` (PyG's global ids
-        after ``subgraph`` / ``NeighborLoader`` / ``member_subgraph``): then row ``i`` is
-        user ``node_id[i]``, so one user released in two subgraphs at different positions is
-        charged twice to the same ledger entry instead of once to each of two positions."""
-        if "node_id" not in data:
+        Rows are users by **position** unless the data carry global ids: ``n_id`` (what
+        PyG's ``NeighborLoader`` and ``ClusterLoader`` attach to a batch) or ``node_id``
+        (``member_subgraph``, or set by the caller). Then row ``i`` is user ``n_id[i]``, so
+        one user released in two batches at different positions is charged twice to the
+        same ledger entry, and two users at the same position are not charged to one.
+        When both are present they must agree. Raises ``ValueError`` before anything is
+        charged."""
+        found = {}
+        for key in ("n_id", "node_id"):
+            if key not in data:
+                continue
+            gid = data[key]
+            if not isinstance(gid, Tensor) or gid.dim() != 1 or gid.numel() != n or gid.is_floating_point() \
+                    or gid.dtype == torch.bool:
+                raise ValueError(f"`{key}` must be a 1-D integer tensor with one global id per row ({n}); the "
+                                 "ledger of unit 'local' charges users by it")
+            gid = gid.detach().cpu().long()
+            if n and int(gid.min()) < 0:
+                raise ValueError(f"`{key}` holds negative ids")
+            if gid.unique().numel() != n:
+                raise ValueError(f"`{key}` repeats an id: two rows would be the same user")
+            found[key] = gid
+        if not found:
             return (None if ids is None else ids.cpu().numpy()), n
-        gid = data["node_id"]
-        if not isinstance(gid, Tensor) or gid.dim() != 1 or gid.numel() != n or gid.is_floating_point() \
-                or gid.dtype == torch.bool:
-            raise ValueError(f"`node_id` must be a 1-D integer tensor with one global id per row ({n}); the ledger "
-                             "of unit 'local' charges users by it")
-        gid = gid.detach().cpu().long()
-        if n and int(gid.min()) < 0:
-            raise ValueError("`node_id` holds negative ids")
-        if gid.unique().numel() != n:
-            raise ValueError("`node_id` repeats an id: two rows would be the same user")
+        if len(found) == 2 and not torch.equal(found["n_id"], found["node_id"]):
+            raise ValueError("`n_id` and `node_id` both give global node ids and disagree; the ledger of unit "
+                             "'local' charges users by them. Remove the stale one (or make them equal)")
+        gid = next(iter(found.values()))
         users = gid if ids is None else gid[ids.cpu()]
         return users.numpy(), (int(gid.max()) + 1 if n else 0)
 
@@ -464,14 +476,3 @@ def _empty_output(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
     if device.type == "cpu" and np_dtype is not None and numel * np.dtype(np_dtype).itemsize >= (1 << 26):
         return torch.from_numpy(np.empty(shape, dtype=np_dtype))
     return torch.empty(shape, dtype=dtype, device=device)
-
-
-def _crc(chunk: Tensor, crc: int) -> int:
-    """CRC-32 of a chunk's bytes (CPU), or of two float64 row reductions elsewhere."""
-    if chunk.device.type == "cpu":
-        return zlib.crc32(chunk.contiguous().view(torch.uint8).numpy() if chunk.dtype == torch.bfloat16
-                          else chunk.contiguous().numpy(), crc)
-    c = chunk.to(torch.float64)
-    w = torch.linspace(1.0, 2.0, c.size(1), dtype=torch.float64, device=c.device)
-    summary = torch.stack([c.sum(1), c.mv(w)]).cpu().numpy()
-    return zlib.crc32(summary, crc)

@@ -1,6 +1,8 @@
 """Edge-level randomized response as a transform (the Edge-Flipping baseline)."""
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -17,6 +19,8 @@ from ..accounting import (
 )
 from ..mechanisms.edge_flipping import flip_edges
 from ..utils import simple_undirected
+from ..utils.graph_validation import declared_num_nodes
+from ._fingerprint import crc32_rows
 
 __all__ = ["EdgeRandomizedResponse"]
 
@@ -40,13 +44,26 @@ class EdgeRandomizedResponse(BaseTransform):
     for those nodes alone (spec §4.2: "the seed node already knows its own edges"). The
     event is the same curve; its guarantee is per recipient.
 
-    Edge attributes (``edge_attr``, ``edge_weight``) belong to the true edges and are
-    removed. The expected number of edges grows to about :math:`(1-q)\,n^2/2`.
+    **The node set is public.** Randomized response runs over every pair of the
+    ``data.num_nodes`` nodes, so that count must be *declared*: an explicit
+    ``num_nodes`` attribute, the rows of a node-level tensor such as ``x``, or the size of
+    an ``EdgeIndex``/``adj_t``. PyG's fallback, the largest id in ``edge_index`` plus one,
+    reads the private edges: a graph with an isolated last node and the same graph plus
+    one edge at that node would randomise different pairs and return different node
+    counts. Data without a declared count raise ``ValueError`` before anything is charged.
 
-    **Every call is a release.** Used as a dataset's ``transform=`` it runs again at every
-    access, each access charged anew; use it as ``pre_transform=`` (or call it once) to
-    release one noisy graph. Data it has already randomised are marked, and a second
-    application raises unless ``allow_repeat=True``.
+    Edge attributes (``edge_attr``, ``edge_weight``) belong to the true edges and are
+    removed, as is a sparse ``adj``/``adj_t`` (the true graph). The expected number of
+    edges grows to about :math:`(1-q)\,n^2/2`.
+
+    **Every call is a release.** Used as a dataset's ``transform=`` it would run again at
+    every access, on a fresh copy of the raw graph, each access a new release charged
+    anew; use it as ``pre_transform=`` (or call it once) to release one noisy graph. Two
+    guards: data it has randomised are marked, and randomising them again raises; and
+    this instance remembers a fingerprint (CRC-32) of every graph it released, so the
+    second access through ``transform=`` raises too. ``allow_recompose=True`` allows
+    both and charges every call. (DataLoader workers hold copies of the transform: the
+    fingerprint guard is per process.)
 
     Args:
         epsilon (float, optional): pure epsilon per edge, :math:`q = e^\epsilon/(1+e^\epsilon)`.
@@ -57,23 +74,47 @@ class EdgeRandomizedResponse(BaseTransform):
         accountant (PrivacyAccountant, optional): charged once per call.
         symmetrize (bool): accept a directed/duplicated ``edge_index`` by symmetrising it
             first. (default: :obj:`False`: such input raises ``ValueError``)
-        allow_repeat (bool): allow randomising already randomised data (charged again).
+        allow_recompose (bool): allow randomising already randomised data, or a graph this
+            instance already released, again (charged again). (default: :obj:`False`)
+        allow_repeat (bool, optional): deprecated name of ``allow_recompose``.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+
+    Shapes:
+        - **input:** ``data.edge_index`` :math:`(2, |\mathcal{E}|)` of an undirected simple
+          graph on ``data.num_nodes`` (declared) nodes
+        - **output:** the randomised ``edge_index`` :math:`(2, |\tilde{\mathcal{E}}|)` on the
+          same nodes
     """
 
     def __init__(self, epsilon: Optional[float] = None, flip_probability: Optional[float] = None, *,
                  delta: Optional[float] = None, keep_nodes: Any = None,
-                 accountant: Optional[PrivacyAccountant] = None, symmetrize: bool = False, allow_repeat: bool = False, generator: Optional[torch.Generator] = None,
-                 name: str = "edge_randomized_response") -> None:
+                 accountant: Optional[PrivacyAccountant] = None, symmetrize: bool = False,
+                 allow_recompose: bool = False, allow_repeat: Optional[bool] = None,
+                 generator: Optional[torch.Generator] = None, name: str = "edge_randomized_response") -> None:
         self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
         self.epsilon_arg, self.delta = epsilon, delta
         self.flip_probability = 2.0 * (1.0 - self.q)
         self.keep_nodes = None if keep_nodes is None else torch.as_tensor(keep_nodes).long().view(-1)
         self.accountant = accountant
         self.symmetrize = symmetrize
-        self.allow_repeat = allow_repeat
+        if not isinstance(allow_recompose, bool):
+            raise TypeError(f"`allow_recompose` must be True or False; got {allow_recompose!r}")
+        if allow_repeat is not None:
+            warnings.warn("`allow_repeat` is deprecated; use `allow_recompose` (the name the feature transforms use)",
+                          DeprecationWarning, stacklevel=2)
+            if not isinstance(allow_repeat, bool):
+                raise TypeError(f"`allow_repeat` must be True or False; got {allow_repeat!r}")
+            allow_recompose = allow_recompose or allow_repeat
+        self.allow_recompose = allow_recompose
         self.generator = generator
         self.name = name
+        # fingerprints (num_nodes, edges, CRC-32 of the canonical edge_index) of the graphs released
+        self._released: set[tuple[int, int, int]] = set()
+
+    @property
+    def allow_repeat(self) -> bool:
+        """Deprecated alias of :attr:`allow_recompose`."""
+        return self.allow_recompose
 
     def event(self) -> PrivacyEvent:
         """The event one call registers."""
@@ -82,29 +123,48 @@ class EdgeRandomizedResponse(BaseTransform):
                                          params=params)
 
     def forward(self, data: Data) -> Data:
-        if getattr(data, _MARK, None) is not None and not self.allow_repeat:
+        if getattr(data, _MARK, None) is not None and not self.allow_recompose:
             raise ValueError(
                 "these data were already randomised by EdgeRandomizedResponse; a second application is a "
-                "new release (pass allow_repeat=True to do it and be charged again)"
+                "new release (pass allow_recompose=True to do it and be charged again)"
             )
-        edge_index, n = simple_undirected(data.edge_index, data.num_nodes, symmetrize=self.symmetrize)
+        if getattr(data, "edge_index", None) is None:
+            raise ValueError("EdgeRandomizedResponse randomises `data.edge_index`, which these data do not have")
+        n = declared_num_nodes(data)
+        if n is None:
+            raise ValueError(
+                "EdgeRandomizedResponse needs the public number of nodes: set `data.num_nodes` (or give node features "
+                "`x`). It is never inferred from the private edges (the largest id in `edge_index` changes when an "
+                "edge at the last node is added or removed)"
+            )
+        edge_index, n = simple_undirected(data.edge_index, n, symmetrize=self.symmetrize)
         keep = None
         if self.keep_nodes is not None:
             keep = self.keep_nodes.to(edge_index.device)
             if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= n):
                 raise ValueError(f"`keep_nodes` must lie in [0, {n}); got range [{int(keep.min())}, {int(keep.max())}]")
+        key = (n, edge_index.size(1), crc32_rows(edge_index.t()))
+        if key in self._released and not self.allow_recompose:
+            raise ValueError(
+                "EdgeRandomizedResponse has already released this exact graph (same nodes and edges). A second "
+                "release flips fresh bits and costs epsilon again; combining the releases removes the noise. This is "
+                "what happens when a noisy transform is a dataset's `transform=` (it runs at every access): use it as "
+                "`pre_transform=` or call it once. Pass allow_recompose=True to release again and be charged again."
+            )
         charge(self.accountant, self.event(), self)
         data.edge_index = flip_edges(edge_index, n, self.q, keep_nodes=keep, generator=self.generator)
-        for key in ("edge_attr", "edge_weight"):
-            if key in data:
-                del data[key]
+        self._released.add(key)
+        for attr in ("edge_attr", "edge_weight", "adj", "adj_t"):
+            if attr in data:
+                del data[attr]
+        if declared_num_nodes(data) != n:
+            data.num_nodes = n
         setattr(data, _MARK, self.name)
         return data
 
     def __repr__(self) -> str:
-        import math
-
         eps = math.log(self.q / (1.0 - self.q))
         keep = "" if self.keep_nodes is None else f", keep_nodes={self.keep_nodes.numel()}"
         target = f"epsilon={eps:.4g}" if self.delta is None else f"epsilon={self.epsilon_arg:g}, delta={self.delta:g}"
-        return f"{self.__class__.__name__}({target}, flip_probability={self.flip_probability:.4g}{keep})"
+        again = ", allow_recompose=True" if self.allow_recompose else ""
+        return f"{self.__class__.__name__}({target}, flip_probability={self.flip_probability:.4g}{keep}{again})"

@@ -80,9 +80,10 @@ class HDSFeaturePerturb(LocalFeatureRelease):
     any noise is drawn: a budget that would be exceeded raises
     :class:`~pyg_private.PrivacyBudgetExceeded` and nothing is released. The ledger is per
     node (:meth:`PrivacyAccountant.node_epsilons`): by row position, or by the data's
-    ``node_id`` (global ids, as PyG's ``subgraph`` and ``NeighborLoader`` attach) when it
-    has one, so that a user released in two subgraphs is charged twice. Everything computed from the output
-    (propagation, training) is post-processing.
+    global node ids when it has them, ``n_id`` (attached by PyG's ``NeighborLoader``) or
+    ``node_id`` (they must agree when both are present), so that a user released in two
+    batches at different positions is charged twice to the same entry. Everything
+    computed from the output (propagation, training) is post-processing.
 
     **Every call is a release.** Used as a dataset's ``transform=``, it would run again at
     every access, each access a fresh :math:`\epsilon`-LDP release of the same users

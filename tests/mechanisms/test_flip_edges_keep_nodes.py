@@ -154,8 +154,8 @@ def test_edge_cases_of_keep_nodes():
 def test_transform_keeps_nodes_and_charges_one_event_per_call():
     truth = _truth(seed=4)
     acct = PrivacyAccountant()
-    rr = EdgeRandomizedResponse(epsilon=1.0, keep_nodes=KEEP, accountant=acct,
-                                generator=torch.Generator().manual_seed(4))
+    rr = EdgeRandomizedResponse(epsilon=1.0, keep_nodes=KEEP, accountant=acct, allow_recompose=True,
+                                generator=torch.Generator().manual_seed(4))  # 400 releases of one graph
     q = truth_probability(epsilon=1.0)
     assert rr.q == q and rr.keep_nodes.tolist() == KEEP
     tally = _Tally(truth, N, KEEP)

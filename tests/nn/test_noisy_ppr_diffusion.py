@@ -112,8 +112,8 @@ def test_one_event_per_forward_with_the_theorem_curve():
     ei = erdos_renyi_graph(50, 0.1)
     acct = PrivacyAccountant()
     layer = NoisyPPRDiffusion(noise_scale=1e-4, eta=1e-5, num_iterations=30, accountant=acct)
-    layer(edge_index=ei, seed_index=torch.tensor([1, 2, 3]))
-    layer(edge_index=ei, seed_index=torch.tensor([4]))
+    layer(edge_index=ei, seed_index=torch.tensor([1, 2, 3]), num_nodes=50)
+    layer(edge_index=ei, seed_index=torch.tensor([4]), num_nodes=50)
     assert len(acct) == 2
     curve = lazy_ppr_rdp(layer.orders, noise_scale=1e-4, num_iterations=30, eta=1e-5, alpha=0.2)
     np.testing.assert_allclose(acct.events[0].rdp, 3 * curve)
@@ -127,7 +127,7 @@ def test_calibration_targets_one_column():
     assert 15.9 < layer.noise_scale / 1e-6 <= 16.0
     acct = PrivacyAccountant()
     layer.accountant = acct
-    layer(edge_index=erdos_renyi_graph(20, 0.3), seed_index=torch.tensor([0]))
+    layer(edge_index=erdos_renyi_graph(20, 0.3), seed_index=torch.tensor([0]), num_nodes=20)
     assert acct.epsilon("edge", 1 / 333_983) <= 0.5
     whole = NoisyPPRDiffusion(epsilon=0.5, delta=1 / 333_983, eta=1e-6, epsilon_columns=10)
     # ten columns in one release: more noise per column, less than 10x (columns compose in RDP)
@@ -140,10 +140,10 @@ def test_budget_refuses_before_noise():
     acct = PrivacyAccountant(budget={"edge": (1.0, 1e-5)})
     layer = NoisyPPRDiffusion(epsilon=0.6, delta=1e-5, eta=1e-4, accountant=acct, generator=gen)
     ei = erdos_renyi_graph(30, 0.2)
-    layer(edge_index=ei, seed_index=torch.tensor([0]))
+    layer(edge_index=ei, seed_index=torch.tensor([0]), num_nodes=30)
     state = gen.get_state().clone()
     with pytest.raises(PrivacyBudgetExceeded):
-        layer(edge_index=ei, seed_index=torch.tensor([1]))
+        layer(edge_index=ei, seed_index=torch.tensor([1]), num_nodes=30)
     assert torch.equal(gen.get_state(), state) and len(acct) == 1
 
 
@@ -151,13 +151,13 @@ def test_cached_release_is_reused_for_identical_inputs_only():
     acct = PrivacyAccountant()
     ei = erdos_renyi_graph(30, 0.2)
     layer = NoisyPPRDiffusion(noise_scale=1e-3, eta=1e-3, accountant=acct, cached=True)
-    a = layer(edge_index=ei, seed_index=torch.tensor([0, 1]))
-    b = layer(edge_index=ei, seed_index=torch.tensor([0, 1]))
+    a = layer(edge_index=ei, seed_index=torch.tensor([0, 1]), num_nodes=30)
+    b = layer(edge_index=ei, seed_index=torch.tensor([0, 1]), num_nodes=30)
     assert torch.equal(a, b) and len(acct) == 1
-    layer(edge_index=ei, seed_index=torch.tensor([2]))
+    layer(edge_index=ei, seed_index=torch.tensor([2]), num_nodes=30)
     assert len(acct) == 2
     layer.reset_parameters()
-    layer(edge_index=ei, seed_index=torch.tensor([2]))
+    layer(edge_index=ei, seed_index=torch.tensor([2]), num_nodes=30)
     assert len(acct) == 3
 
 
@@ -166,7 +166,7 @@ def test_personalized_mode():
     ei = erdos_renyi_graph(40, 0.15)
     acct = PrivacyAccountant()
     layer = NoisyPPRDiffusion(noise_scale=1e-3, eta=1e-3, personalized=True, accountant=acct)
-    layer(edge_index=ei, seed_index=torch.tensor([3, 3, 5]))  # seed 3 receives two columns
+    layer(edge_index=ei, seed_index=torch.tensor([3, 3, 5]), num_nodes=40)  # seed 3 receives two columns
     expected = 2 * lazy_ppr_rdp(layer.orders, noise_scale=1e-3, num_iterations=100, eta=1e-3, alpha=0.2,
                                 personalized=True)
     np.testing.assert_allclose(acct.events[0].rdp, expected)
@@ -175,9 +175,10 @@ def test_personalized_mode():
         layer(torch.ones(40, 1), ei)
     # the seed's own entry is not clipped: with no noise and a tiny eta it keeps its restart mass
     quiet = NoisyPPRDiffusion(eta=1e-9, personalized=True, num_iterations=20, **NO_NOISE)
-    out = quiet(edge_index=ei, seed_index=torch.tensor([3]))
+    out = quiet(edge_index=ei, seed_index=torch.tensor([3]), num_nodes=40)
     assert out[3, 0] > 0.2 and out.sum() < 1.0
-    clipped = NoisyPPRDiffusion(eta=1e-9, num_iterations=20, **NO_NOISE)(edge_index=ei, seed_index=torch.tensor([3]))
+    clipped = NoisyPPRDiffusion(eta=1e-9, num_iterations=20, **NO_NOISE)(edge_index=ei, seed_index=torch.tensor([3]),
+                                                                        num_nodes=40)
     assert clipped[3, 0] < out[3, 0]
 
 
@@ -186,7 +187,8 @@ def test_sparse_inputs_agree_with_edge_index():
     n = 25
     ei = erdos_renyi_graph(n, 0.2)
     kwargs = dict(noise_scale=1e-3, eta=1e-2, num_iterations=10)
-    ref = NoisyPPRDiffusion(generator=torch.Generator().manual_seed(5), **kwargs)(edge_index=ei, seed_index=[0, 4])
+    ref = NoisyPPRDiffusion(generator=torch.Generator().manual_seed(5), **kwargs)(edge_index=ei, seed_index=[0, 4],
+                                                                                  num_nodes=n)
     adj = torch.sparse_coo_tensor(ei, torch.ones(ei.size(1)), (n, n))
     for sparse in (adj, adj.to_sparse_csr()):
         out = NoisyPPRDiffusion(generator=torch.Generator().manual_seed(5), **kwargs)(edge_index=sparse,
@@ -224,11 +226,11 @@ def test_bad_graphs_and_signals_release_nothing():
     layer = NoisyPPRDiffusion(noise_scale=1.0, accountant=acct)
     directed = torch.tensor([[0, 1], [1, 2]])
     with pytest.raises(ValueError, match="directed"):
-        layer(edge_index=directed, seed_index=[0])
+        layer(edge_index=directed, seed_index=[0], num_nodes=3)
     with pytest.raises(ValueError, match="self-loops"):
-        layer(edge_index=torch.tensor([[0, 0, 1], [0, 1, 0]]), seed_index=[0])
+        layer(edge_index=torch.tensor([[0, 0, 1], [0, 1, 0]]), seed_index=[0], num_nodes=2)
     with pytest.raises(ValueError, match="duplicate"):
-        layer(edge_index=torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]]), seed_index=[0])
+        layer(edge_index=torch.tensor([[0, 1, 0, 1], [1, 0, 1, 0]]), seed_index=[0], num_nodes=2)
     weighted = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([2.0, 2.0]), (2, 2))
     with pytest.raises(ValueError, match="unweighted"):
         layer(edge_index=weighted, seed_index=[0])
@@ -236,12 +238,12 @@ def test_bad_graphs_and_signals_release_nothing():
     with pytest.raises(ValueError, match="non-negative"):
         layer(torch.tensor([[-1.0], [0.0]]), undirected)
     with pytest.raises(ValueError, match="seed_index"):
-        layer(edge_index=undirected, seed_index=[5])
+        layer(edge_index=undirected, seed_index=[5], num_nodes=2)
     with pytest.raises(ValueError, match="exactly one"):
         layer(torch.ones(2, 1), undirected, seed_index=[0])
     assert len(acct) == 0
     sym = NoisyPPRDiffusion(noise_scale=1.0, accountant=acct, symmetrize=True)
-    sym(edge_index=directed, seed_index=[0])
+    sym(edge_index=directed, seed_index=[0], num_nodes=3)
     assert len(acct) == 1
 
 

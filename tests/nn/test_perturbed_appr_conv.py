@@ -34,11 +34,13 @@ def _dense_appr(x, ei, alpha, m):
 
 def test_one_event_per_fit_with_the_calibration_and_no_noise_kept():
     x, ei, y = _graph()
-    acct = PrivacyAccountant(budget={"edge": (2.5, 2.5e-3)})  # two fits fit, a third does not
+    acct = PrivacyAccountant(budget={"edge": (2.5, 2.5e-3)})
     layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3, accountant=acct)
     fit = layer.fit(x, ei, y, generator=torch.Generator().manual_seed(1))
     (event,) = acct.events
     assert event.unit.value == "edge" and event.approx == (1.0, 1e-3)
+    assert event.profile is not None  # composes at any delta (Theorem 1 holds at every delta)
+    assert 0.0 < acct.report(delta=1e-5)["edge"]["epsilon"] < 1.5  # answers below the fit's own delta
     assert event.params["beta"] == pytest.approx(fit.calibration.beta)
     assert event.params["Psi"] == pytest.approx(appr_sensitivity(0.4, 2))
     assert fit.converged and fit.grad_norm <= 1e-10 and fit.num_rows == 40
@@ -46,6 +48,7 @@ def test_one_event_per_fit_with_the_calibration_and_no_noise_kept():
     assert not any(isinstance(v, torch.Generator) for v in vars(layer).values())
     layer.fit(x, ei, y)
     assert len(acct) == 2
+    acct.set_budget("edge", (acct.epsilon("edge", 1e-9) * (1 + 1e-6), 1e-9))  # the two fits exhaust it
     with pytest.raises(PrivacyBudgetExceeded):
         layer.fit(x, ei, y)
     assert len(acct) == 2

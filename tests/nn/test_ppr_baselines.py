@@ -45,8 +45,8 @@ def test_push_flow_cap_charges_one_event_per_forward_with_the_laplace_curve():
     ei = _graph()
     acct = PrivacyAccountant()
     layer = DPPushFlowCap(noise_scale=1e-5, eta=1e-6, num_iterations=50, accountant=acct)
-    layer(edge_index=ei, seed_index=torch.tensor([1, 2, 3]))
-    layer(edge_index=ei, seed_index=torch.tensor([4]))
+    layer(edge_index=ei, seed_index=torch.tensor([1, 2, 3]), num_nodes=40)
+    layer(edge_index=ei, seed_index=torch.tensor([4]), num_nodes=40)
     assert len(acct) == 2
     kw = dict(noise_scale=1e-5, eta=1e-6, alpha=0.2, num_iterations=50)
     np.testing.assert_allclose(acct.events[0].rdp, push_flow_rdp(layer.orders, num_columns=3, **kw), rtol=1e-15)
@@ -62,8 +62,8 @@ def test_push_flow_cap_personalized_charges_the_most_columns_one_seed_receives()
     ei = _graph()
     acct = PrivacyAccountant()
     layer = DPPushFlowCap(noise_scale=1e-5, eta=1e-6, personalized=True, accountant=acct)
-    layer(edge_index=ei, seed_index=torch.tensor([3, 3, 5, 3, 7]))  # seed 3 receives three columns
-    layer(edge_index=ei, seed_index=torch.tensor([0, 1, 2, 4]))  # one column each
+    layer(edge_index=ei, seed_index=torch.tensor([3, 3, 5, 3, 7]), num_nodes=40)  # seed 3 receives three columns
+    layer(edge_index=ei, seed_index=torch.tensor([0, 1, 2, 4]), num_nodes=40)  # one column each
     kw = dict(noise_scale=1e-5, eta=1e-6, alpha=0.2, num_iterations=100)
     np.testing.assert_allclose(acct.events[0].rdp, push_flow_rdp(layer.orders, num_columns=3, **kw), rtol=1e-15)
     np.testing.assert_allclose(acct.events[1].rdp, push_flow_rdp(layer.orders, num_columns=1, **kw), rtol=1e-15)
@@ -76,8 +76,8 @@ def test_edge_flipping_charges_one_rr_event_whatever_the_columns():
         acct = PrivacyAccountant()
         layer = EdgeFlippingPPR(epsilon=2.0, personalized=personalized, accountant=acct, num_iterations=20,
                                 generator=torch.Generator().manual_seed(0))
-        layer(edge_index=ei, seed_index=torch.arange(40))
-        layer(edge_index=ei, seed_index=torch.tensor([5, 5, 5]))
+        layer(edge_index=ei, seed_index=torch.arange(40), num_nodes=40)
+        layer(edge_index=ei, seed_index=torch.tensor([5, 5, 5]), num_nodes=40)
         assert len(acct) == 2
         q = truth_probability(epsilon=2.0)
         for e in acct.events:
@@ -90,7 +90,7 @@ def test_calibrated_targets_are_met():
     ei = _graph()
     delta = 1 / 333_983
     acct = PrivacyAccountant()
-    DPPushFlowCap(epsilon=0.5, delta=delta, accountant=acct)(edge_index=ei, seed_index=[0])
+    DPPushFlowCap(epsilon=0.5, delta=delta, accountant=acct)(edge_index=ei, seed_index=[0], num_nodes=40)
     spent = acct.epsilon("edge", delta)
     assert spent <= 0.5 and spent == pytest.approx(0.5, rel=1e-6)
     pure = DPPushFlowCap(epsilon=0.5)  # delta omitted: the pure calibration b = Delta_1 / epsilon
@@ -99,12 +99,13 @@ def test_calibrated_targets_are_met():
                                              rel=1e-15)
     # epsilon_columns: the target covers that many columns in one release
     acct = PrivacyAccountant()
-    DPPushFlowCap(epsilon=0.5, delta=delta, epsilon_columns=4, accountant=acct)(edge_index=ei, seed_index=[0, 1, 2, 3])
+    DPPushFlowCap(epsilon=0.5, delta=delta, epsilon_columns=4, accountant=acct)(edge_index=ei, seed_index=[0, 1, 2, 3],
+                                                                                num_nodes=40)
     assert acct.epsilon("edge", delta) <= 0.5
     acct = PrivacyAccountant()
     flip = EdgeFlippingPPR(epsilon=1.0, delta=1e-3, accountant=acct, num_iterations=5)
     assert flip.q == calibrated_truth_probability(epsilon=1.0, delta=1e-3) > truth_probability(epsilon=1.0)
-    flip(edge_index=ei, seed_index=[0, 1])
+    flip(edge_index=ei, seed_index=[0, 1], num_nodes=40)
     spent = acct.epsilon("edge", 1e-3)
     assert spent <= 1.0 and spent == pytest.approx(1.0, rel=1e-6)
 
@@ -120,11 +121,11 @@ def test_budget_is_refused_before_anything_is_drawn(make):
     gen = torch.Generator().manual_seed(0)
     acct = PrivacyAccountant(budget={"edge": 1.0})
     layer = make(acct, gen)
-    first = layer(edge_index=ei, seed_index=torch.tensor([0]))
+    first = layer(edge_index=ei, seed_index=torch.tensor([0]), num_nodes=40)
     state = gen.get_state().clone()
     assert not torch.equal(state, torch.Generator().manual_seed(0).get_state())  # the first call drew
     with pytest.raises(PrivacyBudgetExceeded):
-        layer(edge_index=ei, seed_index=torch.tensor([1]))
+        layer(edge_index=ei, seed_index=torch.tensor([1]), num_nodes=40)
     assert torch.equal(gen.get_state(), state) and len(acct) == 1
     assert first.shape == (40, 1)
 
@@ -137,24 +138,24 @@ def test_cached_release_is_reused_for_identical_inputs_only(make):
     ei = _graph()
     acct = PrivacyAccountant()
     layer = make(acct)
-    a = layer(edge_index=ei, seed_index=torch.tensor([0, 1]))
-    b = layer(edge_index=ei, seed_index=[0, 1])
+    a = layer(edge_index=ei, seed_index=torch.tensor([0, 1]), num_nodes=40)
+    b = layer(edge_index=ei, seed_index=[0, 1], num_nodes=40)
     assert torch.equal(a, b) and len(acct) == 1
-    c = layer(edge_index=ei, seed_index=torch.tensor([2]))  # another seed set: a new release
+    c = layer(edge_index=ei, seed_index=torch.tensor([2]), num_nodes=40)  # another seed set: a new release
     assert len(acct) == 2 and not torch.equal(c[:, 0], a[:, 0])
-    layer(edge_index=ei, seed_index=torch.tensor([2]))
+    layer(edge_index=ei, seed_index=torch.tensor([2]), num_nodes=40)
     assert len(acct) == 2
-    layer(edge_index=ei, seed_index=torch.tensor([1, 0]))  # order matters: other columns
+    layer(edge_index=ei, seed_index=torch.tensor([1, 0]), num_nodes=40)  # order matters: other columns
     assert len(acct) == 3
-    layer(edge_index=_graph(seed=1), seed_index=torch.tensor([1, 0]))  # another graph
+    layer(edge_index=_graph(seed=1), seed_index=torch.tensor([1, 0]), num_nodes=40)  # another graph
     assert len(acct) == 4
     layer.reset_parameters()
-    layer(edge_index=_graph(seed=1), seed_index=torch.tensor([1, 0]))
+    layer(edge_index=_graph(seed=1), seed_index=torch.tensor([1, 0]), num_nodes=40)
     assert len(acct) == 5
     # not cached: every call is charged
     layer.cached = False
-    layer(edge_index=ei, seed_index=torch.tensor([0, 1]))
-    layer(edge_index=ei, seed_index=torch.tensor([0, 1]))
+    layer(edge_index=ei, seed_index=torch.tensor([0, 1]), num_nodes=40)
+    layer(edge_index=ei, seed_index=torch.tensor([0, 1]), num_nodes=40)
     assert len(acct) == 7
 
 
@@ -163,16 +164,16 @@ def test_cached_release_is_reused_for_identical_inputs_only(make):
 def test_output_shape_dtype_and_clipping():
     ei = _graph()
     for layer in (DPPushFlowCap(noise_scale=1e-3), EdgeFlippingPPR(epsilon=1.0, num_iterations=5)):
-        out = layer(edge_index=ei, seed_index=torch.tensor([0, 3, 3]))
+        out = layer(edge_index=ei, seed_index=torch.tensor([0, 3, 3]), num_nodes=40)
         assert out.shape == (40, 3) and out.dtype == torch.get_default_dtype()
         out = layer(edge_index=ei, seed_index=torch.tensor(7), num_nodes=45)  # isolated extra nodes
         assert out.shape == (45, 1)
     loud = DPPushFlowCap(noise_scale=1.0, generator=torch.Generator().manual_seed(0))
-    out = loud(edge_index=ei, seed_index=torch.arange(40))
+    out = loud(edge_index=ei, seed_index=torch.arange(40), num_nodes=40)
     assert float(out.min()) == 0.0 and float(out.max()) == 1.0  # the noise reaches both ends
     assert bool(((out == 0) | (out == 1)).float().mean() > 0.3)
     raw = DPPushFlowCap(noise_scale=1.0, clip_output=False, generator=torch.Generator().manual_seed(0))(
-        edge_index=ei, seed_index=torch.arange(40))
+        edge_index=ei, seed_index=torch.arange(40), num_nodes=40)
     assert float(raw.min()) < -1 and float(raw.max()) > 2
     torch.testing.assert_close(raw.clamp(0, 1), out, rtol=0, atol=0)  # same noise, clipped
 
@@ -184,13 +185,14 @@ def test_push_flow_cap_without_noise_is_push_flow_cap_ppr():
         for eta, t in ((1e-3, 100), (1e300, 30)):
             layer = DPPushFlowCap(eta=eta, num_iterations=t, alpha=0.25, personalized=personalized, **NO_NOISE)
             ref = push_flow_cap_ppr(ei, 50, seeds, alpha=0.25, num_iterations=t, eta=eta, personalized=personalized)
-            out = layer(edge_index=ei, seed_index=seeds)
+            out = layer(edge_index=ei, seed_index=seeds, num_nodes=50)
             torch.testing.assert_close(out, ref.to(out.dtype), rtol=0, atol=0)
     # in float64 too (the computation is float64; only the return is cast)
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        out = DPPushFlowCap(eta=1e-3, personalized=True, **NO_NOISE)(edge_index=ei, seed_index=seeds)
+        out = DPPushFlowCap(eta=1e-3, personalized=True, **NO_NOISE)(edge_index=ei, seed_index=seeds,
+                                                                     num_nodes=50)
         ref = push_flow_cap_ppr(ei, 50, seeds, alpha=0.2, num_iterations=100, eta=1e-3, personalized=True)
         assert out.dtype == torch.float64
         torch.testing.assert_close(out, ref, rtol=0, atol=1e-300)
@@ -205,7 +207,7 @@ def test_edge_flipping_without_flips_is_exact_lazy_ppr():
         layer = EdgeFlippingPPR(alpha=0.3, num_iterations=40, personalized=personalized,
                                 generator=torch.Generator().manual_seed(0), **NO_FLIP)
         assert layer.q == pytest.approx(1 - 5e-13, abs=1e-16)
-        out = layer(edge_index=ei, seed_index=seeds)
+        out = layer(edge_index=ei, seed_index=seeds, num_nodes=50)
         ref = lazy_ppr(ei, 50, seed_index=seeds, alpha=0.3, num_iterations=40)
         torch.testing.assert_close(out, ref.to(out.dtype), rtol=0, atol=0)
 
@@ -252,7 +254,7 @@ def test_personalized_edge_flipping_is_lazy_ppr_on_the_restored_release():
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        out = layer(edge_index=ei, seed_index=seeds)
+        out = layer(edge_index=ei, seed_index=seeds, num_nodes=30)
     finally:
         torch.set_default_dtype(old)
     released = flip_edges(ei, 30, q, generator=torch.Generator().manual_seed(8))
@@ -261,7 +263,7 @@ def test_personalized_edge_flipping_is_lazy_ppr_on_the_restored_release():
         ref = lazy_ppr(_restored(released, ei, v), 30, seed_index=[v], num_iterations=15)
         torch.testing.assert_close(out[:, c:c + 1], ref, rtol=0, atol=1e-12)
     plain = EdgeFlippingPPR(epsilon=0.5, num_iterations=15, generator=torch.Generator().manual_seed(8))(
-        edge_index=ei, seed_index=seeds)
+        edge_index=ei, seed_index=seeds, num_nodes=30)
     torch.testing.assert_close(plain, lazy_ppr(released, 30, seed_index=seeds, num_iterations=15).float(),
                                rtol=0, atol=1e-6)
 
@@ -274,15 +276,15 @@ def test_personalized_edge_flipping_is_lazy_ppr_on_the_restored_release():
 def test_sparse_inputs_agree_with_edge_index(make):
     n = 25
     ei = _graph(n=n, p=0.2, seed=5)
-    ref = make(torch.Generator().manual_seed(5))(edge_index=ei, seed_index=[0, 4])
+    ref = make(torch.Generator().manual_seed(5))(edge_index=ei, seed_index=[0, 4], num_nodes=n)
     adj = torch.sparse_coo_tensor(ei, torch.ones(ei.size(1)), (n, n), check_invariants=True)
     for sparse in (adj, adj.to_sparse_csr()):
         out = make(torch.Generator().manual_seed(5))(edge_index=sparse, seed_index=[0, 4])
         torch.testing.assert_close(out, ref, rtol=0, atol=0)
     # an unsorted edge_index is coalesced first: same release
     perm = torch.randperm(ei.size(1), generator=torch.Generator().manual_seed(0))
-    torch.testing.assert_close(make(torch.Generator().manual_seed(5))(edge_index=ei[:, perm], seed_index=[0, 4]),
-                               ref, rtol=0, atol=0)
+    shuffled = make(torch.Generator().manual_seed(5))(edge_index=ei[:, perm], seed_index=[0, 4], num_nodes=n)
+    torch.testing.assert_close(shuffled, ref, rtol=0, atol=0)
     torch_sparse = pytest.importorskip("torch_sparse")
     st = torch_sparse.SparseTensor.from_edge_index(ei, sparse_sizes=(n, n))
     torch.testing.assert_close(make(torch.Generator().manual_seed(5))(edge_index=st, seed_index=[0, 4]), ref,
@@ -301,15 +303,16 @@ def test_forward_validation():
         with pytest.raises(ValueError, match="edge_index"):
             layer(seed_index=[0])
         with pytest.raises(ValueError, match="seed_index"):
-            layer(edge_index=ei, seed_index=[40])
+            layer(edge_index=ei, seed_index=[40], num_nodes=40)
         with pytest.raises(ValueError, match="directed"):
-            layer(edge_index=torch.tensor([[0, 1], [1, 2]]), seed_index=[0])
+            layer(edge_index=torch.tensor([[0, 1], [1, 2]]), seed_index=[0], num_nodes=3)
     acct = PrivacyAccountant()
     layer = DPPushFlowCap(noise_scale=1.0, accountant=acct)
     with pytest.raises(ValueError):
-        layer(edge_index=ei, seed_index=[-1])
+        layer(edge_index=ei, seed_index=[-1], num_nodes=40)
     assert len(acct) == 0  # refused inputs are not charged
-    out = DPPushFlowCap(noise_scale=1.0, symmetrize=True)(edge_index=torch.tensor([[0, 1], [1, 2]]), seed_index=[0])
+    out = DPPushFlowCap(noise_scale=1.0, symmetrize=True)(edge_index=torch.tensor([[0, 1], [1, 2]]), seed_index=[0],
+                                                          num_nodes=3)
     assert out.shape == (3, 1)
 
 
@@ -370,10 +373,10 @@ def test_cached_release_is_not_aliased_to_the_caller(make):
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        first = layer(edge_index=ei, seed_index=[0])
+        first = layer(edge_index=ei, seed_index=[0], num_nodes=40)
         kept = first.clone()
         first.zero_()  # the caller post-processes its copy in place
-        again = layer(edge_index=ei, seed_index=[0])
+        again = layer(edge_index=ei, seed_index=[0], num_nodes=40)
     finally:
         torch.set_default_dtype(old)
     assert torch.equal(again, kept)
@@ -391,4 +394,4 @@ def test_bad_inputs_found_in_review_get_clear_errors():
     with pytest.raises(ValueError, match="keep_nodes"):
         flip_edges(ei, 3, 0.7, keep_nodes=[-1])
     with pytest.raises(ValueError, match="empty"):
-        DPPushFlowCap(noise_scale=1.0)(edge_index=ei, seed_index=[])
+        DPPushFlowCap(noise_scale=1.0)(edge_index=ei, seed_index=[], num_nodes=3)

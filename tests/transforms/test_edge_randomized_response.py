@@ -51,7 +51,7 @@ def test_transform_charges_once_and_marks_data():
     with pytest.raises(ValueError, match="already randomised"):
         rr(out)
     with pytest.raises(PrivacyBudgetExceeded):  # 2 + 2 > 3, refused before sampling
-        EdgeRandomizedResponse(epsilon=2.0, accountant=acct, allow_repeat=True)(out)
+        EdgeRandomizedResponse(epsilon=2.0, accountant=acct, allow_recompose=True)(out)
     assert len(acct) == 1
     assert "epsilon=2" in repr(rr)
 
