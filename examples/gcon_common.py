@@ -101,7 +101,10 @@ def run_experiment(name: str, load: Callable[[], Data], description: str) -> Non
                "Lambda": config.regularization, "Lambda_eff": cal.Lambda, "Lambda_prime": cal.Lambda_prime,
                "beta": cal.beta, "noise_norm_over_n1": cal.d / cal.beta / cal.n1 if cal.beta > 0 else 0.0,
                "alpha_inference": config.alpha_inference or config.alpha, "loss": config.loss, "embedding": f"{config.embedding}{config.encoder_dim}",
-               "pseudo_labels": config.pseudo_labels, "max_grad_norm": max(r.fit.grad_norm for r in runs)}
+               "pseudo_labels": config.pseudo_labels}
+        # solver diagnostics read the private objective: checked here, never written to the results
+        if not all(r.fit.converged for r in runs):
+            print("warning: a GCON fit did not reach its tolerance (the guarantee assumes the exact minimiser)")
         rows.append(row)
         print(_format(row))
         gap_config, _ = search_caribou(search, gap_grid, epsilon=eps, delta=delta, seeds=seeds[:args.search_runs],
@@ -140,8 +143,7 @@ def _format(row: dict) -> str:
         extra = (f"  alpha={row['alpha']} m={row['steps']} Lambda={row['Lambda']}->{row['Lambda_eff']:.3g}"
                  f" Lambda'={row['Lambda_prime']:.3g} beta={row['beta']:.3g} |B|/n1={row['noise_norm_over_n1']:.3g}"
                  f" alpha_I={row['alpha_inference']} {row['loss']} {row['embedding']} pseudo={row['pseudo_labels']}"
-                 f" spent={row['epsilon_spent']:.4g}"
-                 f" grad<= {row['max_grad_norm']:.1e}")
+                 f" spent={row['epsilon_spent']:.4g}")
     elif row["method"] == "GAP":
         extra = f"  K={row['K']} spent={row['epsilon_spent']:.4g}"
     return f"{row['dataset']:8s} eps={eps:>4s} {row['method']:18s} {row['test_mean']:5.1f} ± {row['test_std']:4.1f}{extra}"

@@ -322,7 +322,8 @@ class Composition:
 
     def _compute(self, delta: float, conversion: str, use_pld: bool) -> tuple[float, str]:
         eps, how = self._rule_r(delta, conversion)
-        if use_pld and delta > 0 and pld_feasible(self.pld_counts) and (self.pld_counts or len(self.profiles) > 1
+        exact = self.curve is None and not self.profiles  # all GDP: rule 1 is exact, no PLD can beat it
+        if use_pld and delta > 0 and not exact and pld_feasible(self.pld_counts) and (self.pld_counts or len(self.profiles) > 1
                                       or (self.profiles and self.num_events > len(self.profiles))):
             eps_p, how_p = self._rule_p(delta, conversion)
             if eps_p < eps:

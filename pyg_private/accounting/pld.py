@@ -64,7 +64,7 @@ PLD_DISCRETIZATION = 1e-4
 #: about ``spread / PLD_DISCRETIZATION`` points, 8 bytes each): the Rényi/GDP rules answer them.
 #: Pure / Laplace: losses within +-epsilon; Gaussian: within mu^2/2 +- 10 mu.
 _MAX_PLD_EPSILON = 50.0
-_MAX_PLD_MU = 20.0
+_MAX_PLD_MU = 4.0
 
 PLDKey = tuple[Hashable, ...]
 
@@ -73,7 +73,8 @@ def pld_key(event: PrivacyEvent) -> tuple[PLDKey, int] | None:
     """``(key, count)``: the dominating pair of ``event`` as a hashable key, and how many times the
     event composes it; ``None`` when the event declares no pair (RDP-only analyses,
     approximate-DP events) or the pair is too costly to discretise (a pure or Laplace epsilon
-    above 50, a Gaussian mu above 20: such releases are answered by the Rényi/GDP rules)."""
+    above 50, a Gaussian mu above 4, i.e. an epsilon of 25 or more at delta 1e-5: such releases
+    are answered by the Rényi/GDP rules, and building their PLD would take seconds)."""
     if event.pld is not None:
         kind, *args = event.pld
         if kind == "gaussian":

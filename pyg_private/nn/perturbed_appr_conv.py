@@ -29,7 +29,12 @@ Steps = Union[int, float, Sequence[Union[int, float]]]
 
 @dataclass
 class GCONFit:
-    """What one private fit did (the noise ``B`` and its seed are not kept)."""
+    """What one private fit did (the noise ``B`` and its seed are not kept).
+
+    ``grad_norm``, ``iterations`` and ``converged`` are solver diagnostics computed from the
+    private objective: they are **not** covered by the guarantee. Check them locally; never
+    publish them with the model (the released quantity is the weight alone).
+    """
 
     calibration: ObjectivePerturbationCalibration
     grad_norm: float
