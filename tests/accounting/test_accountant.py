@@ -252,3 +252,13 @@ def test_pure_budget_is_reported_as_pure_dp():
     assert acct.epsilon("edge") == 0.5  # the budget's delta is 0
     row = acct.report()["edge"]
     assert row["delta"] == 0.0 and row["epsilon"] == 0.5 and row["budget"] == (1.0, 0.0)
+
+
+def test_get_epsilon_speaks_opacus():
+    acct = PrivacyAccountant()
+    acct.register(gaussian_event(unit="node", sensitivity=1.0, noise_std=2.0))
+    assert acct.get_epsilon(1e-5) == acct.epsilon("node", 1e-5)
+    acct.register(laplace_event(unit="edge", sensitivity=1.0, scale=2.0))
+    with pytest.raises(ValueError, match="unit="):
+        acct.get_epsilon(1e-5)
+    assert acct.get_epsilon(1e-5, unit="edge") == acct.epsilon("edge", 1e-5)
