@@ -8,11 +8,14 @@ standard deviation is :math:`\sqrt2\sigma`) and a shift :math:`\rho`, with
     g_\alpha(\sigma, \rho) = \frac{1}{\alpha - 1}\log\left(
         \frac{\alpha}{2\alpha - 1} e^{(\alpha - 1)x} + \frac{\alpha - 1}{2\alpha - 1} e^{-\alpha x}\right),
 
-evaluated with ``logaddexp`` so it never overflows (``specs/noisy_diffusion.md``
-§3.1, §3.8). As :math:`\alpha \to \infty` it tends to :math:`x`, the pure
-:math:`\epsilon`. For i.i.d. Laplace noise on several coordinates and an
-:math:`\ell_1` shift bound :math:`\rho`, the worst case puts all the shift on one
-coordinate, so the same :math:`g_\alpha(\sigma, \rho)` applies.
+the function :math:`g_\alpha` of Wei, Chien and Li, "Differentially Private Graph Diffusion
+with Applications in Personalized PageRanks" (NeurIPS 2024, arXiv:2407.00077), Theorem 1,
+evaluated with ``logaddexp`` so it never overflows. As :math:`\alpha \to \infty` it tends
+to :math:`x`, the pure :math:`\epsilon`. For i.i.d. Laplace noise on several coordinates
+and a shift :math:`h` with :math:`\lVert h\rVert_1 \le \rho`, the divergence is
+:math:`\sum_i g_\alpha(\sigma, |h_i|)` (their App. F.2); :math:`g_\alpha` is convex in the
+shift (a log-sum-exp of linear functions) and zero at 0, so the worst case puts all the
+shift on one coordinate and the same :math:`g_\alpha(\sigma, \rho)` applies.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 r"""Calibration of GCON's objective perturbation (Wei et al., "GCON: Differentially Private Graph
-Convolutional Network via Objective Perturbation", arXiv:2407.05034; ``specs/gcon.md`` §2-3).
+Convolutional Network via Objective Perturbation", arXiv:2407.05034; Sec. IV-V, App. F-L).
 
 GCON trains one linear layer :math:`\hat Y = Z\Theta` (:math:`\Theta \in \mathbb R^{d\times c}`, no
 bias) on propagated features :math:`Z = \frac1s[R_{m_1}X \,\|\, \dots \,\|\, R_{m_s}X]` whose rows have
@@ -38,8 +38,11 @@ loss with bounded first three derivatives (softmax cross-entropy is **not** cove
 :math:`\|z_i\|_2 \le 1`, the row-normalised propagation :math:`\tilde A = D^{-1}(A+I)` and the exact
 minimiser. The noise is drawn once; it is a single release, with no per-step composition.
 
-Everything here is pure float64 math (no torch). The Theorem 1 vectors of ``specs/gcon.md`` §3 are
-reproduced to the printed digits in ``tests/accounting/test_objective_perturbation.py``.
+Everything here is pure float64 math (no torch). Worked Theorem 1 values (Eqs. 17-24 with the
+soft-margin loss, :math:`d = 16`, :math:`s = 1`, :math:`m = 2`, :math:`\alpha = 0.8`,
+:math:`\Lambda = 0.2`, :math:`\omega = 0.9`, :math:`\delta = 1/|E|` on Cora-ML and PubMed; the paper
+prints no numbers) are reproduced, to the digits given there, in
+``tests/accounting/test_objective_perturbation.py``.
 """
 from __future__ import annotations
 
@@ -74,7 +77,7 @@ __all__ = [
 PROFILE_DELTAS: tuple[float, ...] = tuple(float(d) for d in np.geomspace(1e-30, 0.5, 8 * 30 + 3))
 
 GCON_LOSSES = ("soft_margin", "pseudo_huber")
-"""Loss names accepted by :func:`loss_constants` (``specs/gcon.md`` §2.3)."""
+"""Loss names accepted by :func:`loss_constants` (GCON Sec. IV-C4; Eqs. 27-28 of App. F)."""
 
 Loss = Literal["soft_margin", "pseudo_huber"]
 
@@ -275,7 +278,7 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
                                      xi: float | None = None) -> ObjectivePerturbationCalibration:
     r"""Noise and regularisation of GCON's objective perturbation: Theorem 1, Eqs. 17-24.
 
-    Computes, in this order (``specs/gcon.md`` §3; :math:`d` = ``dim``, :math:`c` =
+    Computes, in the order of Theorem 1 (:math:`d` = ``dim``, :math:`c` =
     ``num_classes``, :math:`n_1` = ``num_rows``, :math:`\Psi` = ``sensitivity``,
     :math:`\omega` = ``omega``):
 
@@ -305,7 +308,7 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
     After Eq. 17, when :math:`\Lambda' > 0`, the Jacobian bound of Lemma 7 at
     :math:`\Lambda + \Lambda'` must not exceed :math:`(1-\omega)\epsilon`. The closed form
     guarantees it in exact arithmetic (:math:`\ln(1+x) < x`); if rounding breaks it, ``Lambda_prime``
-    is nudged up by a few ulps until it holds (never triggered by the spec's vectors).
+    is nudged up by a few ulps until it holds (never triggered by the worked values in the tests).
 
     Args:
         epsilon: target :math:`\epsilon > 0`, finite.

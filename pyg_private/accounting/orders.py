@@ -1,8 +1,10 @@
 """The grid of Rényi orders the library evaluates RDP curves on.
 
-Opacus' default grid stops at order 63. That is wrong for this library: Laplace and
-PABI guarantees (``specs/noisy_diffusion.md`` §3.6) are tightest as the order goes
-to infinity, and a grid capped at 64 cannot certify an epsilon below
+Opacus' default grid stops at order 63. That is wrong for this library. Laplace and
+PABI guarantees (Wei, Chien and Li, NeurIPS 2024, arXiv:2407.00077) are converted to
+(epsilon, delta) by their Prop. E.1, ``eps_RDP(alpha) + log(1/delta) / (alpha - 1)``, which
+is tightest as the order goes to infinity (the Laplace curve becomes linear there and the
+``log(1/delta)`` term vanishes); a grid capped at 64 cannot certify an epsilon below
 ``log(1/delta) / 63`` (about 0.2 at delta = 3e-6). Our grid runs from 1.01 up to
 1e6 (Opacus' orders up to 63, log-spaced above 64) and ends with ``math.inf``, the pure-DP limit
 ``D_inf = lim D_alpha``.

@@ -1,7 +1,8 @@
 r"""Edge-level RDP of noisy graph diffusion (Wei, Chien and Li, NeurIPS 2024).
 
 Privacy amplification by iteration with :math:`W_\infty` tracking and two Laplace draws
-per step (``specs/noisy_diffusion.md`` §3). With the single-step distortion
+per step ("Differentially Private Graph Diffusion with Applications in Personalized
+PageRanks", arXiv:2407.00077, Sec. 3.2-3.4 and App. B). With the single-step distortion
 :math:`\rho = \max(4\gamma^{(1)}_{\max}, 2\gamma_{\max})\,\eta` (Lemma B.1) and
 :math:`w_\tau = \rho(1 - \gamma^\tau)/(1 - \gamma)` (Lemma 3), Theorem 1 (Eq. 5) gives
 
@@ -9,13 +10,20 @@ per step (``specs/noisy_diffusion.md`` §3). With the single-step distortion
     \epsilon(\alpha) = \min_{\tau \in \{0, \dots, K-1\}}
         (K - \tau)\, g_\alpha(\sigma, \rho) + g_\alpha(\sigma, \gamma^{K-\tau} w_\tau),
 
-and, in the personalized setting, the corrected Theorem 4 of spec §3.5 (the first step
-has no distortion; the paper's formula literally gives 0 at :math:`\tau = 0`):
+and, in the personalized setting, a corrected Theorem 4. As printed (Eq. 10), Theorem 4
+has :math:`g_\alpha(\sigma, \rho\,\mathbb 1[\tau \ne 0])` as its first term, so at
+:math:`\tau = 0` both terms are :math:`g_\alpha(\sigma, 0) = 0` and the formula taken
+literally gives :math:`\epsilon = 0`. Its proof, redone with per-step distortions
+:math:`\rho_1 = 0` (for an edge not incident to the seed the first step has no distortion,
+App. C) and :math:`\rho_k = \rho` for :math:`k \ge 2`, gives
 
 .. math::
     \epsilon(\alpha) = \min\Big\{(K - 1)\, g_\alpha(\sigma, \rho),\;
         \min_{\tau \ge 1} (K - \tau)\, g_\alpha(\sigma, \rho)
         + g_\alpha\big(\sigma, \gamma^{K-\tau}\rho\,(1 - \gamma^{\tau-1})/(1 - \gamma)\big)\Big\}.
+
+The printed formula with :math:`\tau` restricted to :math:`1, \dots, K-1` is a valid but
+slightly looser bound.
 
 The exact minimum over :math:`\tau` is taken (not the loose closed form of Eq. 6). For
 the lazy PPR :math:`\phi(x) = \beta W x + (1-\beta) s`, :math:`W = (I + AD^{-1})/2`:

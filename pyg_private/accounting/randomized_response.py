@@ -8,10 +8,11 @@ otherwise. With :math:`q = e^\epsilon / (1 + e^\epsilon)` it is pure
     \epsilon(\alpha) = \frac{1}{\alpha - 1}\log\left(q^\alpha (1 - q)^{1 - \alpha}
                       + (1 - q)^\alpha q^{1 - \alpha}\right),
 
-tending to :math:`\log(q / (1 - q))` as :math:`\alpha \to \infty`. The edge-flipping
-mechanism of ``specs/noisy_diffusion.md`` §4.2 (replace each adjacency bit by a
-uniform bit with probability :math:`p`) is randomized response with
-:math:`q = 1 - p/2`; one edge changes one bit, so the edge-level cost is this curve.
+tending to :math:`\log(q / (1 - q))` as :math:`\alpha \to \infty`. The Edge-Flipping
+baseline of Wei, Chien and Li (NeurIPS 2024, arXiv:2407.00077, Sec. 4.1 and App. E),
+which replaces each adjacency bit by a uniform bit with probability :math:`p`, is
+randomized response with :math:`q = 1 - p/2`; one edge changes one bit, so the
+edge-level cost is this curve.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Datasets, offline data resolution and node splits used by the examples and specs.
+"""Datasets, offline data resolution and node splits for the examples and the papers' evaluation protocols.
 
 Loaders take ``root``; with ``root=None`` the raw files are copied from the offline
 folder :obj:`$PYG_PRIVATE_DATA` into the writable cache :obj:`$PYG_PRIVATE_CACHE`

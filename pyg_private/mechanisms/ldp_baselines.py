@@ -1,4 +1,5 @@
-r"""The local-DP baselines of PrivGE (``specs/privge.md`` §2.6), as pure samplers and moments.
+r"""The local-DP baselines of PrivGE (Li et al., CIKM 2024, Sec. 3.1, Eqs. 3-4), as pure samplers
+and moments.
 
 All three act on a feature vector :math:`x \in [-1, 1]^d` in the normalised domain and
 are :math:`\epsilon`-LDP per node; the stateful, accounted transforms are in
@@ -34,7 +35,9 @@ and :math:`-1` otherwise (binary randomized response, likelihood ratio :math:`e^
 :math:`d` coordinates without replacement, perturbs them at :math:`\epsilon' = \epsilon/k`
 and reports 0 elsewhere; the sampled values are rescaled to be unbiased, PM by
 :math:`d/k` and MB by :math:`d(e^{\epsilon'}+1)/(k(e^{\epsilon'}-1)) = d/(k\tanh(\epsilon'/2))`.
-Per coordinate (spec §2.6):
+Per coordinate, :math:`\mathrm{Var} = (d/k)\,\mathbb E[\hat x^2] - x^2`, where :math:`\hat x` is the
+unbiased 1-D output at :math:`\epsilon'` (for MB the :math:`\pm 1` report divided by
+:math:`\tanh(\epsilon'/2)`):
 
 .. math::
     \mathrm{Var}_{PM} = \frac{d(e^{\epsilon/2k}+3)}{3k(e^{\epsilon/2k}-1)^2}
@@ -139,7 +142,7 @@ def sample_piecewise(x: Tensor, epsilon: float, *, generator: torch.Generator | 
     r"""One 1-D PM draw per entry of ``x`` (in :math:`[-1, 1]`), float64, unbiased.
 
     Window :math:`[\ell, r] = [x + (x-1)/m,\; x + (x+1)/m]` with :math:`m = e^{\epsilon/2}-1`
-    (the spec's :math:`\ell, r` rewritten); with :math:`\eta \sim U[0,1)`: if
+    (PrivGE Eq. 3's :math:`\ell(x), r(x)` rewritten); with :math:`\eta \sim U[0,1)`: if
     :math:`\eta < P =` ``near_probability`` the output is :math:`\ell + (r - \ell)w`, otherwise
     it is uniform on :math:`[-s, \ell) \cup (r, s]` (length :math:`s + 1`): with
     :math:`u = (s+1)w`, :math:`-s + u` if :math:`u < \ell + s`, else :math:`r + u - (\ell + s)`.
@@ -164,7 +167,7 @@ def sample_piecewise(x: Tensor, epsilon: float, *, generator: torch.Generator | 
 
 
 def piecewise_moments(x: Tensor | float, epsilon: float, k: int = 1, d: int = 1) -> tuple[Tensor, Tensor]:
-    r"""Mean (:math:`x`) and variance of high-dimensional PM per coordinate (spec §2.6);
+    r"""Mean (:math:`x`) and variance of high-dimensional PM per coordinate (module docstring);
     ``k = d = 1`` is the 1-D mechanism at ``epsilon``."""
     k, d = _check_k_d(k, d)
     prm = piecewise_params(epsilon / k)
@@ -207,7 +210,7 @@ def sample_multibit(x: Tensor, epsilon: float, *, generator: torch.Generator | N
 
 def multibit_moments(x: Tensor | float, epsilon: float, k: int = 1, d: int = 1) -> tuple[Tensor, Tensor]:
     r"""Mean (:math:`x`) and variance :math:`(d/k)\coth^2(\epsilon/2k) - x^2` of
-    high-dimensional MB per coordinate (spec §2.6)."""
+    high-dimensional MB per coordinate (module docstring)."""
     c = multibit_scale(epsilon, k, d)
     x = _as_float64(x)
     k, d = _check_k_d(k, d)

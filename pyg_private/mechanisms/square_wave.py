@@ -1,9 +1,9 @@
 r"""The extended square wave and its high-dimensional version HDS (PrivGE), as pure functions.
 
-PrivGE (Li, Li, Liao, Jin, Wang, CIKM 2024; ``specs/privge.md`` §2) perturbs each node's
+PrivGE (Li, Li, Liao, Jin, Wang, CIKM 2024; Sec. 3.1) perturbs each node's
 feature vector :math:`x \in [-1, 1]^d` locally.
 
-**1-D extended square wave** (Alg. 1, spec §2.1), budget :math:`\epsilon`:
+**1-D extended square wave** (Alg. 1), budget :math:`\epsilon`:
 
 .. math::
     b = \frac{\epsilon e^\epsilon - e^\epsilon + 1}{e^\epsilon (e^\epsilon - \epsilon - 1)},
@@ -18,12 +18,14 @@ so the mechanism is :math:`\epsilon`-LDP). Moments (Eq. 7, Eq. 10):
         = 1 - \frac{1 - e^{-\epsilon}}{\epsilon}, \qquad
     \mathbb E[\tilde x^2] = \frac{b^3 e^\epsilon + 3b^2 + 3b + 1}{3(b e^\epsilon + 1)} + C_1 x^2.
 
-**HDS** (Alg. 2, spec §2.2): each node draws its own :math:`k`-subset :math:`S` of the
+**HDS** (Alg. 2): each node draws its own :math:`k`-subset :math:`S` of the
 :math:`d` coordinates uniformly without replacement, perturbs each :math:`x_j, j \in S`
 with the square wave at budget :math:`\epsilon/k` (so :math:`b, p, q` are those of
 :math:`\epsilon/k`), and reports 0 (in the normalised domain) elsewhere: exactly
 :math:`k` non-zeros per row, :math:`\epsilon`-LDP per node by composition (Thm 3.1).
-Lemma 3.2 (with the spec's corrected denominator, §2.3):
+Lemma 3.2, with the denominator corrected (the printed lemma and Eq. 8 read
+:math:`C = kb(e^{\epsilon/k}-1)/(dbe^{\epsilon/k}+1)`; combining Eqs. 6 and 7 gives
+:math:`d(be^{\epsilon/k}+1)`):
 
 .. math::
     \mathbb E[\tilde x_j] = C x_j, \quad C = \frac{k}{d}\,\frac{b(e^{\epsilon/k}-1)}{b e^{\epsilon/k} + 1},
@@ -31,14 +33,18 @@ Lemma 3.2 (with the spec's corrected denominator, §2.3):
     \mathrm{Var}[\tilde x_j] = \frac{k(b^3 e^{\epsilon/k} + 3b^2 + 3b + 1)}{3d(b e^{\epsilon/k}+1)}
         + (C - C^2) x_j^2.
 
-Numerics (spec §2.5): everything is computed in float64 from :math:`\epsilon` through
+Numerics: everything is computed in float64 from :math:`\epsilon` through
 ``expm1`` in the forms :math:`b e^\epsilon = (\epsilon - 1 + e^{-\epsilon})/(1 - (1+\epsilon)e^{-\epsilon})`
 and :math:`C_1 = 1 + \mathrm{expm1}(-\epsilon)/\epsilon`, and through Taylor series (to :math:`\epsilon^7`) for
 :math:`\epsilon < 10^{-2}`; no NaN down to :math:`\epsilon = 10^{-8}` (the naive float32
 formula is NaN at :math:`10^{-4}`).
 
-This is the paper's mathematics. The authors' released ``SquareWave`` rebinds ``x`` and is
-not LDP for any :math:`\epsilon` (spec §2.7(1)); nothing here follows that code.
+This is the paper's mathematics. The authors' released ``SquareWave``
+(https://github.com/Zening-Li/PrivGE, ``mechanisms.py``) rebinds ``x`` after the left branch, so
+the window branch samples :math:`U[-b, b]` and the right branch :math:`U[b, 1+b]` whatever
+:math:`x` is. It is not LDP for any :math:`\epsilon`: for :math:`x = +1` the outputs in
+:math:`(\max(b, 1-b), 1+b]` have density 0, for :math:`x = -1` they do not, so the likelihood
+ratio is unbounded. Nothing here follows that code.
 
 A seeded ``torch.Generator`` makes draws reproducible and voids the guarantee.
 """
@@ -86,7 +92,7 @@ def _check_coordinate_epsilon(epsilon: float, name: str = "epsilon") -> float:
 
 @dataclass(frozen=True)
 class SquareWaveParams:
-    r"""The constants of the extended square wave at budget ``epsilon`` (spec §2.1).
+    r"""The constants of the extended square wave at budget ``epsilon`` (PrivGE Alg. 1, Eq. 5).
 
     Attributes:
         epsilon: the (per-coordinate) budget :math:`\epsilon`.
@@ -145,7 +151,7 @@ def square_wave_params(epsilon: float) -> SquareWaveParams:
 
 
 def square_wave_b(epsilon: float) -> float:
-    r"""The window half-width :math:`b(\epsilon)` (spec §2.1), float64, stable for tiny :math:`\epsilon`."""
+    r"""The window half-width :math:`b(\epsilon)` (PrivGE Alg. 1), float64, stable for tiny :math:`\epsilon`."""
     return square_wave_params(epsilon).b
 
 

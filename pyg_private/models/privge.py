@@ -1,4 +1,4 @@
-r"""The PrivGE recipe (Li et al., CIKM 2024; ``specs/privge.md`` §3): local-DP node features,
+r"""The PrivGE recipe (Li et al., CIKM 2024; Sec. 3 and 4.1): local-DP node features,
 a PPR embedding over the public graph, and an MLP head.
 
 ``raw features -> one local-DP release per node -> PPR propagation -> MLP head``:
@@ -12,10 +12,11 @@ a PPR embedding over the public graph, and an MLP head.
    ``"local"``: every node exactly :math:`\epsilon` once. :math:`\epsilon = \infty`, or
    ``mechanism="none"``, releases the raw features and charges nothing (no protection);
 2. the PPR embedding :math:`\tilde{\mathbf Z} = \sum_\ell \alpha(1-\alpha)^\ell
-   (\mathbf D^{r-1}\mathbf A\mathbf D^{-r})^\ell \tilde{\mathbf X}` without self-loops (spec
-   §3.1), computed once with :func:`~pyg_private.utils.appr.appr_propagate` (``self_loops=False``).
-   It uses the graph, which PrivGE takes to be public to the server (no edge privacy,
-   spec §4), and the released features only: post-processing, zero cost;
+   (\mathbf D^{r-1}\mathbf A\mathbf D^{-r})^\ell \tilde{\mathbf X}` without self-loops (Sec. 3.2,
+   Eq. 12), computed once with :func:`~pyg_private.utils.appr.appr_propagate` (``self_loops=False``).
+   It uses the graph, which PrivGE takes to be public to the server (Sec. 2: the untrusted
+   curator sees :math:`\mathcal V` and :math:`\mathcal E`; no edge privacy, left to future work
+   in Sec. 6), and the released features only: post-processing, zero cost;
 3. optionally (``standardize=True``, the default) every embedding column is centred and
    scaled to unit variance. This is post-processing of the released data too (free), and it
    puts the raw, shrunken HDS output (:math:`\mathbb E = Cx`, :math:`C \approx \epsilon/2d`)
@@ -29,11 +30,11 @@ a PPR embedding over the public graph, and an MLP head.
    a pair :math:`(u, v)` is scored by an MLP on :math:`\tilde z_u \odot \tilde z_v`, trained
    with binary cross-entropy against training negatives re-drawn every epoch; metric ROC-AUC.
 
-Differences from the paper's code (spec §3.3): full-batch training instead of mini-batches,
-a PyTorch ``Linear`` (with bias) head, BCE instead of the pairwise squared loss for links,
-the exact (converged power-iteration) PPR instead of backward push. The mechanisms are the
-paper's mathematics (spec §2), not the reference code's ``SquareWave``, which is not LDP
-(spec §2.7(1)).
+Differences from the authors' released code (https://github.com/Zening-Li/PrivGE, the paper's
+footnote 3): full-batch training instead of mini-batches, a PyTorch ``Linear`` (with bias) head,
+BCE instead of the pairwise squared loss for links, the exact (converged power-iteration) PPR
+instead of backward push. The mechanisms are the paper's mathematics (Sec. 3.1, Alg. 1-2), not
+the reference code's ``SquareWave``, which is not LDP (see :mod:`pyg_private.mechanisms.square_wave`).
 
 ``seed`` fixes the split, the local randomizers' generator and the head's initialisation:
 the runs are reproducible and, for that reason, a *simulation* of the users' randomizers,
@@ -84,7 +85,8 @@ class PrivGEConfig:
     :math:`\\alpha = 0.1` and ``tol = 1e-4``); an integer fixes :math:`m`; ``math.inf``
     iterates ``appr_propagate`` to convergence (slower; the examples use the finite
     default).
-    The head defaults are the reference scripts' Cora node-classification values (spec §3.4).
+    The head defaults are the Cora node-classification values of the authors' released scripts
+    (the paper tunes with NNI at :math:`\\epsilon = 1` and prints no values).
     """
 
     mechanism: Mechanism = "hds"
@@ -107,7 +109,7 @@ class PrivGEConfig:
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"`mechanism` must be one of {MECHANISMS}; got {self.mechanism!r}")
         if self.mechanism == "hds" and self.k is None:
-            raise ValueError("HDS needs an explicit `k` (a free hyperparameter, spec §2.2)")
+            raise ValueError("HDS needs an explicit `k` (a free hyperparameter of PrivGE's Alg. 2)")
         if self.layers < 1:
             raise ValueError("`layers` must be >= 1")
 

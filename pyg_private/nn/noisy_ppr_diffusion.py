@@ -44,7 +44,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     curve is :math:`C` times Theorem 1 (Eq. 5), the exact minimum over :math:`\tau`
     computed by :func:`pyg_private.accounting.lazy_ppr_rdp`. With ``personalized=True``
     (one-hot seeds from ``seed_index`` only) the seed's own entry is not clipped from
-    above, and the cost is the corrected Theorem 4 (spec §3.5) **per recipient**: each
+    above, and the cost is Theorem 4 in the corrected form of :mod:`pyg_private.accounting.pabi`
+    (as printed, Eq. 10 gives :math:`\epsilon = 0` at :math:`\tau = 0`) **per recipient**: each
     column goes only to its seed's owner, who already knows its own edges, so the event
     charges the largest number of columns any one seed receives in the call. This
     personalized guarantee is **invalid** when several columns, or anything computed
@@ -74,7 +75,11 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     checked against :math:`N` before anything is charged.
     An output projection (``"l1_ball"`` or ``"simplex"``) is applied to the final iterate
     only: post-processing. No in-loop projection is offered, because the contraction
-    argument does not survive it (spec §3.7).
+    argument does not survive it: App. F.3 of the paper takes the Euclidean projection onto
+    the :math:`\ell_1` ball to be :math:`\ell_1`-nonexpansive, which it is not (the points
+    :math:`(1, 1, 1)` and :math:`(1.3, 1, 1)`, at :math:`\ell_1` distance 0.3, project
+    to :math:`(\frac13, \frac13, \frac13)` and :math:`(\frac8{15}, \frac7{30}, \frac7{30})`,
+    at distance 0.4), so Theorems 1 and 4 cover the diffusion without it.
 
     Args:
         alpha (float): restart probability, :math:`0 < \alpha < 1`. (default: :obj:`0.2`)

@@ -37,12 +37,14 @@ class EdgeRandomizedResponse(BaseTransform):
     release is pure :math:`\epsilon`-edge-DP with :math:`\epsilon = \log(q/(1-q))`, and
     its RDP curve is Mironov's randomized-response curve (Prop. 5); that is the event
     registered on unit ``"edge"`` before sampling. This is the Edge-Flipping baseline of
-    ``specs/noisy_diffusion.md`` §4.2 (flip probability :math:`p`: :math:`q = 1 - p/2`).
+    Wei, Chien and Li (NeurIPS 2024, arXiv:2407.00077, Sec. 4.1 and App. E), which replaces
+    each bit by a uniform bit with probability :math:`p`: :math:`q = 1 - p/2`.
 
     **Personalized use.** ``keep_nodes`` (for example a PPR seed) report their own pairs
     truthfully: the output then protects only edges not incident to them, and is meant
-    for those nodes alone (spec §4.2: "the seed node already knows its own edges"). The
-    event is the same curve; its guarantee is per recipient.
+    for those nodes alone (the personalized edge-level privacy of Wei et al., Sec. 2, Def. 2:
+    the seed "is already aware of their direct connections"). The event is the same curve;
+    its guarantee is per recipient.
 
     **The node set is public.** Randomized response runs over every pair of the
     ``data.num_nodes`` nodes, so that count must be *declared*: an explicit

@@ -34,7 +34,7 @@ class HDSFeaturePerturb(LocalFeatureRelease):
     vector under :math:`\epsilon`-local DP (functional name: :obj:`hds_feature_perturb`).
 
     From Li et al., *PrivGE: Privacy-Preserving Graph Embedding based on Local
-    Differential Privacy* (CIKM 2024), Alg. 1-2, ``specs/privge.md`` §2. For each node
+    Differential Privacy* (CIKM 2024), Sec. 3.1, Alg. 1-2. For each node
     :math:`v` with features mapped into :math:`[-1, 1]^d` by the public ``feature_range``:
 
     1. draw :math:`S_v`, :math:`k` of the :math:`d` coordinates uniformly without
@@ -48,13 +48,15 @@ class HDSFeaturePerturb(LocalFeatureRelease):
            \quad p = \frac{e^{\epsilon'}}{2be^{\epsilon'} + 2}, \quad q = \frac{1}{2be^{\epsilon'} + 2};
 
     3. for :math:`j \notin S_v`, :math:`\tilde x_{v,j} = 0` **in the normalised domain**
-       (the paper's choice; the authors' code puts 0 in the original scale instead,
-       spec §2.7(2)).
+       (the paper's choice; the authors' released code maps the output back to the
+       original scale before masking, so it puts 0 in the original scale instead, which is
+       :math:`-1` in the normalised domain for 0/1 features).
 
     Each row has exactly :math:`k` non-zeros (almost surely) and values in
     :math:`[-1-b, 1+b]`. **Privacy** (Thm 3.1): :math:`p/q = e^{\epsilon/k}` per sampled
     coordinate, :math:`S_v` is data-independent, so the row is :math:`\epsilon`-LDP.
-    **Bias** (Lemma 3.2, with the spec's corrected denominator):
+    **Bias** (Lemma 3.2, with the denominator corrected to :math:`d(be^{\epsilon/k}+1)`; the
+    printed lemma and Eq. 8 have :math:`dbe^{\epsilon/k}+1`, but Eqs. 6-7 give the former):
     :math:`\mathbb E[\tilde x_{v,j}] = C x_{v,j}`,
     :math:`C = \frac{k}{d}\frac{b(e^{\epsilon/k}-1)}{be^{\epsilon/k}+1}`, and
     :math:`\mathrm{Var} = \frac{k(b^3e^{\epsilon/k}+3b^2+3b+1)}{3d(be^{\epsilon/k}+1)} + (C - C^2)x^2`
@@ -63,7 +65,7 @@ class HDSFeaturePerturb(LocalFeatureRelease):
     (mean :math:`x`, variance / :math:`C^2`, where :math:`C \approx \epsilon/(2d)` for
     small :math:`\epsilon`). The constants are float64 and stable down to
     :math:`\epsilon/k = 10^{-8}`. This implements the paper's mathematics; the authors'
-    ``SquareWave`` is not LDP (spec §2.7(1)).
+    ``SquareWave`` is not LDP (see :mod:`pyg_private.mechanisms.square_wave`).
 
     **The feature range is public.** ``feature_range`` declares bounds that hold for
     *every possible* user, e.g. ``(0, 1)`` for binary bag-of-words; it is never computed
@@ -115,7 +117,8 @@ class HDSFeaturePerturb(LocalFeatureRelease):
         node_mask (Tensor or str, optional): perturb only these nodes (boolean mask, ids, or
             the name of a data attribute). The other rows stay raw, in their original
             scale, and **unprotected**; a warning says so. The event lists the perturbed
-            ids. Perturb every node that reaches the server (spec §6, pitfall 8).
+            ids. Perturb every node that reaches the server: in PrivGE every user perturbs
+            its own features (Sec. 3.1), validation and test nodes included.
         sparse_output (bool, optional): return a coalesced ``torch.sparse_coo_tensor``
             with exactly :math:`k` stored entries per perturbed row. (default: :obj:`False`)
         allow_recompose (bool, optional): allow perturbing nodes again (charged again).

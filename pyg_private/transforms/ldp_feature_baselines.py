@@ -3,7 +3,8 @@ r"""PrivGE's local-DP baselines as transforms: Laplace (LP), Piecewise (PM), Mul
 They share :class:`HDSFeaturePerturb`'s bookkeeping (public ``feature_range``, per-node
 accounting on unit ``"local"``, marks and re-release guards, chunking) through
 :class:`~pyg_private.transforms._local_feature_release.LocalFeatureRelease`; only the
-randomizer differs (``specs/privge.md`` §2.6, :mod:`pyg_private.mechanisms.ldp_baselines`).
+randomizer differs (PrivGE, Li et al., CIKM 2024, Sec. 3.1, Eqs. 3-4;
+:mod:`pyg_private.mechanisms.ldp_baselines`).
 Unlike HDS, all three are **unbiased**: PM and MB rescale the sampled coordinates.
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ class LaplaceFeaturePerturb(LocalFeatureRelease):
         \tilde x_{v,j} = x_{v,j} + \mathrm{Lap}(2d/\epsilon), \qquad j = 1, \dots, d,
 
     with :math:`x_v \in [-1, 1]^d` after the public ``feature_range`` map
-    (``specs/privge.md`` §2.6). Replacing :math:`x_v` changes it by at most
+    (PrivGE Sec. 3.1). Replacing :math:`x_v` changes it by at most
     :math:`2d` in :math:`\ell_1`, so the row is :math:`\epsilon`-LDP; the event is the
     Laplace RDP curve of scale :math:`2d/\epsilon` and :math:`\ell_1` sensitivity
     :math:`2d` (pure :math:`\epsilon` at order :math:`\infty`). Unbiased, variance
@@ -147,7 +148,7 @@ class PiecewiseFeaturePerturb(_SampledBaseline):
     replacement and perturbs each at :math:`\epsilon' = \epsilon/k`: with
     :math:`s = (e^{\epsilon'/2}+1)/(e^{\epsilon'/2}-1)`, the output density on
     :math:`[-s, s]` is :math:`p = (e^{\epsilon'} - e^{\epsilon'/2})/(2e^{\epsilon'/2}+2)` on
-    :math:`[\ell(x), r(x)]` and :math:`p/e^{\epsilon'}` elsewhere (spec §2.6). Sampled values
+    :math:`[\ell(x), r(x)]` and :math:`p/e^{\epsilon'}` elsewhere (PrivGE Eq. 3). Sampled values
     are multiplied by :math:`d/k`, the others are 0, so :math:`\mathbb E[\tilde x] = x` and
 
     .. math::
@@ -189,7 +190,8 @@ class MultiBitFeaturePerturb(_SampledBaseline):
         \Pr[+1] = \frac{1}{e^{\epsilon/k}+1} + \frac{x+1}{2}\cdot\frac{e^{\epsilon/k}-1}{e^{\epsilon/k}+1},
 
     rescaled by :math:`d(e^{\epsilon/k}+1)/(k(e^{\epsilon/k}-1))`; the others are 0
-    (spec §2.6). Unbiased, :math:`\mathrm{Var} = (d/k)((e^{\epsilon/k}+1)/(e^{\epsilon/k}-1))^2 - x^2`;
+    (PrivGE Eq. 4 and Sec. 3.1). Unbiased,
+    :math:`\mathrm{Var} = (d/k)((e^{\epsilon/k}+1)/(e^{\epsilon/k}-1))^2 - x^2`;
     :math:`\epsilon`-LDP per node. ``k=None`` uses
     :math:`\max(1, \min(d, \lfloor\epsilon/2.18\rfloor))`, as the reference code does. Only
     the mechanism is reproduced (no KProp, no label perturbation).

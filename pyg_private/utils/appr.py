@@ -1,7 +1,8 @@
 r"""Deterministic approximate personalized PageRank (APPR / PPR) propagation.
 
-The propagation core that GCON's ``PerturbedAPPRConv`` (``specs/gcon.md`` §2.2, §2.6) and
-PrivGE's PPR embedding (``specs/privge.md`` §3.1) share. With
+The propagation core that GCON's ``PerturbedAPPRConv`` (Wei et al., arXiv:2407.05034: the
+propagation of Sec. II-B and IV-C2 and the private inference of Sec. IV-C6, Eq. 16) and PrivGE's
+PPR embedding (Li et al., CIKM 2024, Sec. 3.2, Eq. 12) share. With
 :math:`\hat{\mathbf{A}} = \mathbf{A} + \mathbf{I}` (``self_loops=True``) or :math:`\mathbf{A}`,
 :math:`\mathbf{D}` the degree matrix of :math:`\hat{\mathbf{A}}` and
 
