@@ -112,14 +112,14 @@ class Contractive(Target):
     def _layer(self, multiplier: Optional[float], accountant) -> ContractiveGraphLayer:
         noise = {"noise_multiplier": 0.0} if not self.private else \
             {"noise_multiplier": multiplier} if multiplier is not None else {"epsilon": self.epsilon, "delta": self.delta}
-        return ContractiveGraphLayer(self.K, self.CONTRACTION, min_degree=1, accountant=accountant if self.private
-                                     else None, generator=self.gen, **noise)
+        return ContractiveGraphLayer(self.K, self.CONTRACTION, min_degree=1, degree_floor=True,
+                                     accountant=accountant if self.private else None, generator=self.gen, **noise)
 
     def release(self, edge_index, accountant):
         return self._layer(None, accountant)(self.x, edge_index).double()
 
     def noiseless(self, edge_index):
-        return ContractiveGraphLayer(self.K, self.CONTRACTION, min_degree=1, noise_multiplier=0.0)(
+        return ContractiveGraphLayer(self.K, self.CONTRACTION, min_degree=1, degree_floor=True, noise_multiplier=0.0)(
             self.x, edge_index).double()
 
     def linkteller_query(self, edge_index, queries, accountant):
@@ -296,14 +296,21 @@ def run_membership(data, epsilons, seed: int, epochs: int) -> list[Row]:
     with torch.no_grad():
         rows.append(attack("MLP (non-private)", mlp(data.x), math.inf))
 
-    # CARIBOU at node level: DP-SGD encoder and head, ContractiveGraphLayer at level "node";
-    # the public bounds hold for every subgraph of Cora (its largest degree, a third of its nodes)
+    # CARIBOU at node level: DP-SGD encoder and head, ContractiveGraphLayer at level "node", on the
+    # fixed universe of Cora's nodes: non-members are absent slots (zero feature rows, no edges), so
+    # every release has one row per slot; max_degree (Cora's largest degree) holds for every subgraph
     max_degree = int(torch.bincount(data.edge_index[0]).max())
+    keep = members[data.edge_index[0]] & members[data.edge_index[1]]
+    universe = data.clone()
+    universe.x = data.x * members.unsqueeze(1).to(data.x.dtype)
+    universe.edge_index = data.edge_index[:, keep]
+    slots = torch.ones(data.num_nodes, dtype=torch.bool)
+    universe.train_mask = universe.val_mask = universe.test_mask = slots  # the present members train
     config = CaribouConfig("caribou", K=2, contraction=0.9, encoder_dim=16, hidden=64, epochs=epochs // 4,
                            lr=1e-2, batch_size=256, use_x0=False)
     for eps in epsilons:
-        result = run_caribou(sub, config, epsilon=eps, delta=delta, level="node", min_degree=0,
-                             max_degree=max_degree, num_nodes=data.num_nodes // 3, seed=seed)
+        result = run_caribou(universe, config, epsilon=eps, delta=delta, level="node", min_degree=0,
+                             max_degree=max_degree, num_nodes=data.num_nodes, seed=seed)
         logits = result.model.logits(data.x, data.edge_index)  # test-on-full: a new release, charged
         claimed = result.accountant.epsilon("node", delta) if math.isfinite(eps) else math.inf
         rows.append(attack("CARIBOU (node level)", logits, claimed))

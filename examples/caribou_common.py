@@ -61,20 +61,28 @@ def edge_delta(num_undirected_edges: int) -> float:
 
 def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[CaribouConfig]], *,
              epsilons: Sequence[float], delta: float, min_degree: int, seeds: Sequence[int],
+             degree_floor: bool = False,
              extra: Callable[[float, CaribouConfig, list], dict] | None = None) -> list[dict]:
-    """Search every method at every epsilon; one result row per (method, epsilon)."""
+    """Search every method at every epsilon; one result row per (method, epsilon).
+
+    ``min_degree`` (and ``degree_floor``) are the declared public bound of
+    :class:`~pyg_private.nn.ContractiveGraphLayer`: without the floor it must not exceed
+    the graph's smallest degree minus one (0 with isolated nodes), or the layer refuses
+    the graph.
+    """
+    bounds = {"min_degree": min_degree, **({"degree_floor": True} if degree_floor else {})}
     rows = []
     for eps in epsilons:
         for method, grid in grids.items():
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # Opacus / PyG notices; privacy warnings are not expected here
-                config, runs = search_caribou(datasets, grid, epsilon=eps, delta=delta, seeds=seeds,
-                                              min_degree=min_degree)
+                config, runs = search_caribou(datasets, grid, epsilon=eps, delta=delta, seeds=seeds, **bounds)
             tests = [100 * r.test_accuracy for r in runs]
             spent = [r.accountant.epsilon("edge", delta) if math.isfinite(eps) else math.inf for r in runs]
             row = {
                 "dataset": dataset, "epsilon": eps, "delta": delta, "method": LABELS[method],
+                "min_degree": min_degree, "degree_floor": degree_floor,
                 "test_mean": statistics.mean(tests), "test_best": max(tests),
                 "test_runs": " ".join(f"{t:.1f}" for t in tests),
                 "val_mean": 100 * statistics.mean(r.val_accuracy for r in runs),
@@ -90,7 +98,7 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
             }
             if method == "caribou" and math.isfinite(eps):  # what linear accounting of the same K hops would force
                 linear = ContractiveGraphLayer(config.K, config.contraction, config.alpha1, config.beta,
-                                               min_degree=min_degree, epsilon=eps, delta=delta, accounting="linear")
+                                               epsilon=eps, delta=delta, accounting="linear", **bounds)
                 row["noise_std_linear"] = linear.noise_std
             if extra is not None:
                 row.update(extra(eps, config, runs))

@@ -108,8 +108,8 @@ def run_experiment(name: str, load: Callable[[], Data], description: str) -> Non
         rows.append(row)
         print(_format(row))
         gap_config, _ = search_caribou(search, gap_grid, epsilon=eps, delta=delta, seeds=seeds[:args.search_runs],
-                                       min_degree=1)
-        gap = [run_caribou(d, gap_config, epsilon=eps, delta=delta, min_degree=1, seed=s) for d, s in zip(data, seeds)]
+                                       min_degree=0)
+        gap = [run_caribou(d, gap_config, epsilon=eps, delta=delta, min_degree=0, seed=s) for d, s in zip(data, seeds)]
         row = {"dataset": name, "method": "GAP", "epsilon": eps, **_stats([r.test_accuracy for r in gap]),
                "epsilon_spent": max(r.accountant.epsilon("edge", delta) for r in gap), "K": gap_config.K}
         rows.append(row)

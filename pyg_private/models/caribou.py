@@ -1,6 +1,7 @@
 r"""The CARIBOU node-classification recipe and its baselines, in one code path.
 
-``encoder -> L2 rows -> private aggregation -> head`` (``specs/caribou.md`` §6, GAP-style):
+``encoder -> L2 rows -> private aggregation -> head`` (Zheng et al. 2025, arXiv:2506.22727,
+Sec. 4.5 and Fig. 4; GAP-style):
 
 1. an **edge-free encoder** (an MLP with a linear classifier, trained on the training
    nodes; the hidden output of width ``encoder_dim`` is the embedding). Under
@@ -20,6 +21,21 @@ r"""The CARIBOU node-classification recipe and its baselines, in one code path.
 Node level splits nothing by hand: one noise multiplier is shared by the encoder's
 DP-SGD, the aggregation and the head's DP-SGD and calibrated so that their
 composition meets ``(epsilon, delta)`` (GAP's joint calibration).
+
+**What the node-level guarantee covers.** ``data`` is a fixed, public universe of
+``num_nodes`` nodes (``data.num_nodes`` must equal it) with public masks. A node-level
+neighbour removes one node: its slot stays, with a zero feature row and no edges (its label
+is then unused). The pipeline treats such a slot as **absent**: it is no DP-SGD example of
+the encoder or the head (the Poisson rate, step count and gradient averaging come from the
+public size of ``train_mask``, not from the number of present nodes), its embedding row is
+zeroed before the aggregation, and
+:class:`~pyg_private.nn.ContractiveGraphLayer` (level ``"node"``) bounds the difference a
+present and an absent node make on its ``num_nodes`` output rows. Every output has
+``num_nodes`` rows, so presence is seen only through noisy values. By adaptive composition
+the encoder (DP-SGD), the aggregation (given the released encoder) and the head (DP-SGD on
+the released aggregation) compose on unit ``"node"``. The accuracies are measured on the
+present nodes of the validation and test masks and are not themselves private releases.
+The declared bounds are checked before anything is trained or charged.
 
 Hyperparameter search (:func:`search_caribou`) picks the configuration with the best
 mean **validation** accuracy. Like the paper, the search itself is **not charged** to
@@ -44,6 +60,8 @@ from ..accounting import PrivacyAccountant, Unit, calibrate_noise, gdp_event, su
 from ..accounting.contractive import contraction_factor
 from ..nn import ContractiveGraphLayer, GAPAggregation
 from ..transforms import l2_row_normalize
+from ..utils import simple_undirected
+from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .selection import select_on_validation
 
@@ -123,15 +141,23 @@ class CaribouModel:
     encoder: Optional[nn.Module]
     layer: Optional[nn.Module]
     head: nn.Module
+    level: str = "edge"
 
     @torch.no_grad()
     def logits(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """Class scores of every node of the graph ``(x, edge_index)``."""
+        """Class scores of every node of the graph ``(x, edge_index)`` (at node level: of every
+        slot of the universe; absent slots, zero rows without edges, get zero embeddings)."""
+        absent = None
+        if self.level == "node":
+            n = x.size(0)
+            absent = ~present_nodes(torch.bincount(simple_undirected(edge_index, n)[0][0], minlength=n), x)
         x = x.float()
         if self.encoder is not None:
             self.encoder.eval()
             x = self.encoder(x)
         x0 = l2_row_normalize(x.detach(), mode=self.config.normalize)
+        if absent is not None:
+            x0[absent] = 0.0
         z = _aggregate(self.config, self.layer, x0, edge_index)
         self.head.eval()
         return self.head(z)
@@ -186,58 +212,68 @@ def node_level_noise_multiplier(*, epsilon: float, delta: float, config: Caribou
     return calibrate_noise(epsilon_of, epsilon, min_scale=1e-3, max_scale=1e4, rtol=1e-6)
 
 
-def _check_node_bounds(data: Data, *, max_degree: Optional[int], num_nodes: Optional[int]) -> None:
-    """Refuse to run when the declared node-level bounds are false for ``data``.
+def _check_bounds(data: Data, *, method: str, level: str, min_degree: int, degree_floor: bool,
+                  max_degree: Optional[int], num_nodes: Optional[int]) -> Optional[Tensor]:
+    """Check the declared bounds against ``data`` before anything is trained or charged (the
+    rule of :func:`~pyg_private.utils.degree_bounds.check_declared_bounds`, which the layer
+    applies again), and return the present nodes at node level (``None`` at edge level).
 
-    Reading the private graph's degrees to refuse a run reveals whether the bounds hold
-    (one bit); bound the degrees beforehand so that they always do.
+    Raising on a violation reveals that the bounds are false for ``data`` (one bit); the
+    guarantee is stated over the graphs satisfying them.
     """
-    if max_degree is None or num_nodes is None:
-        raise ValueError("node level needs the public bounds `max_degree` and `num_nodes`")
-    degree = torch.bincount(data.edge_index[0], minlength=data.num_nodes)
-    if int(degree.max()) > max_degree:
-        raise ValueError(f"a node has degree {int(degree.max())} > the declared `max_degree`={max_degree}: "
-                         "bound the degrees first (drop edges), the sensitivity assumes the bound")
-    if data.num_nodes < num_nodes:
-        raise ValueError(f"`num_nodes`={num_nodes} must be a lower bound on the number of nodes ({data.num_nodes})")
+    if level == "edge" and method != "caribou":
+        return None  # GAP's and the MLP's releases use no declared bound
+    n = data.x.size(0)
+    degree = torch.bincount(simple_undirected(data.edge_index, n)[0][0], minlength=n)
+    present = present_nodes(degree, data.x) if level == "node" else None
+    check_declared_bounds(degree, level=level, min_degree=min_degree, degree_floor=degree_floor,
+                          max_degree=max_degree, num_nodes=num_nodes, present=present)
+    return present
 
 
 def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: float, level: str = "edge",
                 min_degree: int, max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
-                accountant: Optional[PrivacyAccountant] = None, seed: Optional[int] = None) -> CaribouResult:
+                degree_floor: bool = False, accountant: Optional[PrivacyAccountant] = None,
+                seed: Optional[int] = None) -> CaribouResult:
     """Train and evaluate one configuration on ``data`` (``x``, ``edge_index``, ``y`` and masks).
 
-    ``epsilon = math.inf`` runs without noise. ``min_degree`` (and at node level
-    ``max_degree``, ``num_nodes``) are the **public** bounds of
-    :class:`~pyg_private.nn.ContractiveGraphLayer`; at node level ``max_degree`` must
-    hold for ``data`` (bound the degrees first). ``seed`` fixes the initialisation and
-    the noise for reproducible experiments (it voids the guarantee). The releases are
-    charged to ``accountant`` (a fresh one when ``None``), returned in the result.
+    ``epsilon = math.inf`` runs without noise. ``min_degree`` (with ``degree_floor``) and,
+    at node level, ``max_degree`` and ``num_nodes`` are the **public** bounds of
+    :class:`~pyg_private.nn.ContractiveGraphLayer`, checked against ``data`` before
+    anything is trained or charged: ``min_degree`` at most the smallest degree minus one
+    (0 with isolated nodes) unless ``degree_floor``; at node level ``data.num_nodes ==
+    num_nodes`` (the node universe, see the module notes) and every degree ``<= max_degree``
+    (bound the degrees first). ``seed`` fixes the initialisation and the noise for
+    reproducible experiments (it voids the guarantee). The releases are charged to
+    ``accountant`` (a fresh one when ``None``), returned in the result.
     """
     if level not in ("edge", "node"):
         raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
     if level == "node" and config.method == "gap":
-        raise ValueError("the GAP baseline here is edge-level only (GAP-NDP's accounting is disputed, spec §6)")
+        raise ValueError("the GAP baseline here is edge-level only (GAP-NDP's accounting is disputed, Zheng et al. 2025, Sec. 6)")
     private = math.isfinite(epsilon)
     acct = PrivacyAccountant() if accountant is None else accountant
     gen = None
     if seed is not None:
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
+    present = _check_bounds(data, method=config.method, level=level, min_degree=min_degree,
+                            degree_floor=degree_floor, max_degree=max_degree, num_nodes=num_nodes)
     x, y, edge_index = data.x.float(), data.y, data.edge_index
     num_classes = int(y.max()) + 1
-    train = data.train_mask
     node_private = private and level == "node"
-    if node_private:
-        _check_node_bounds(data, max_degree=max_degree, num_nodes=num_nodes)
+    num_train = int(data.train_mask.sum())  # public: the split's size over the node universe
+    train, val, test = data.train_mask, data.val_mask, data.test_mask
+    if node_private:  # absent nodes are no examples and are not evaluated
+        train, val, test = train & present, val & present, test & present
     sigma = node_level_noise_multiplier(epsilon=epsilon, delta=delta, config=config,
-                                        num_train=int(train.sum())) if node_private else 0.0
+                                        num_train=num_train) if node_private else 0.0
 
     def fit(model: nn.Module, features: Tensor, name: str) -> nn.Module:
         if node_private:
             return fit_dp_sgd(model, features, y, train, noise_multiplier=sigma, accountant=acct, epochs=config.epochs,
                               lr=config.lr, batch_size=config.batch_size, max_grad_norm=config.max_grad_norm,
-                              name=name, generator=gen)
+                              name=name, generator=gen, num_examples=num_train)
         return fit_full_batch(model, features, y, train, epochs=config.epochs, lr=config.lr,
                               weight_decay=config.weight_decay)
 
@@ -249,6 +285,8 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
         with torch.no_grad():
             x = encoder(x)
     x0 = l2_row_normalize(x.detach(), mode=config.normalize)
+    if node_private:
+        x0[~present] = 0.0  # an absent node is a zero row without edges
 
     # 3. the aggregation, computed once
     noise_std = 0.0
@@ -262,7 +300,8 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
         if config.method == "caribou":
             layer = ContractiveGraphLayer(config.K, config.contraction, config.alpha1, config.beta, level=level,
                                           min_degree=min_degree, max_degree=max_degree, num_nodes=num_nodes,
-                                          accountant=acct if private else None, cached=True, generator=gen, **noise)
+                                          degree_floor=degree_floor, accountant=acct if private else None,
+                                          cached=True, generator=gen, **noise)
             noise_std = layer.noise_std
         else:
             layer = GAPAggregation(config.K, accountant=acct if private else None, cached=True, generator=gen, **noise)
@@ -274,10 +313,10 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     blocks = z.size(1) // x0.size(1)
     head = fit(MultiInputHead(blocks, x0.size(1), config, num_classes) if blocks > 1
                else _mlp([z.size(1), config.hidden, num_classes], config), z, "head")
-    return CaribouResult(config=config, epsilon=epsilon, val_accuracy=accuracy(head, z, y, data.val_mask),
-                         test_accuracy=accuracy(head, z, y, data.test_mask), noise_std=noise_std,
+    return CaribouResult(config=config, epsilon=epsilon, val_accuracy=accuracy(head, z, y, val),
+                         test_accuracy=accuracy(head, z, y, test), noise_std=noise_std,
                          noise_multiplier=multiplier, accountant=acct,
-                         model=CaribouModel(config, encoder, layer, head))
+                         model=CaribouModel(config, encoder, layer, head, level="node" if node_private else "edge"))
 
 
 def _aggregate(config: CaribouConfig, layer: Optional[nn.Module], x0: Tensor, edge_index: Tensor) -> Tensor:

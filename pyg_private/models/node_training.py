@@ -9,6 +9,7 @@ that sees no edges, because each node is one example.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Optional
 
@@ -49,20 +50,33 @@ def fit_full_batch(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, epoc
 def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_multiplier: float,
                accountant: PrivacyAccountant, epochs: int = 100, lr: float = 1e-3, batch_size: int = 256,
                max_grad_norm: float = 1.0, unit: str | Unit = Unit.NODE, name: str = "dp-sgd",
-               generator: Optional[torch.Generator] = None) -> nn.Module:
+               generator: Optional[torch.Generator] = None, num_examples: Optional[int] = None) -> nn.Module:
     """Train ``model`` on the masked nodes with Opacus' DP-SGD, every step charged to ``accountant``.
 
-    Poisson sampling with rate ``batch_size / |train|`` (capped at 1), ``epochs * |train| /
-    batch_size`` steps (at least one per epoch), per-example clipping at ``max_grad_norm``.
+    Poisson sampling at rate ``1 / m`` with ``m = ceil(n / min(batch_size, n))`` steps per
+    epoch, per-example clipping at ``max_grad_norm``, gradients averaged over the expected
+    batch ``int(n / m)``. ``n`` is ``num_examples`` when given, else the number of masked
+    nodes. Under add/remove-one-example neighbours the rate, the step count and the averaging
+    must not depend on the private number of examples: pass ``num_examples``, a **public**
+    count of example slots (e.g. the size of a public training split over a fixed node
+    universe, of which only the present nodes are in ``mask``), ``>=`` the masked count.
     ``model`` is trained in place; the function returns it (Opacus' wrapper removed).
+    ``generator`` seeds the noise (the Poisson sampling uses the global RNG, as in Opacus).
     """
     from opacus import PrivacyEngine  # imported here: Opacus is heavy and only DP-SGD needs it
-    from torch.utils.data import DataLoader, TensorDataset
+    from opacus.data_loader import DPDataLoader
+    from torch.utils.data import TensorDataset
 
     mask = _check(x, y, mask)
-    n = int(mask.sum())
+    present = int(mask.sum())
+    n = present if num_examples is None else int(num_examples)
+    if n < present:
+        raise ValueError(f"`num_examples` (the public number of example slots) must be >= the number of examples "
+                         f"in `mask`; got {num_examples!r}")
+    steps = math.ceil(n / min(int(batch_size), n))
     dataset = TensorDataset(x[mask].detach(), y[mask])
-    loader = DataLoader(dataset, batch_size=min(int(batch_size), n), generator=generator)
+    loader = DPDataLoader(dataset, sample_rate=1.0 / steps)  # Poisson sampling at a public rate
+    loader.batch_sampler.steps = steps  # not int(1 / rate), which rounding could lower
     engine = PrivacyEngine(secure_mode=False)
     engine.accountant = OpacusAccountant(accountant, unit=unit, name=name)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -70,7 +84,8 @@ def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_mu
         warnings.simplefilter("ignore", UserWarning)
         private_model, private_opt, private_loader = engine.make_private(
             module=model, optimizer=opt, data_loader=loader, noise_multiplier=float(noise_multiplier),
-            max_grad_norm=float(max_grad_norm), poisson_sampling=True, noise_generator=generator)
+            max_grad_norm=float(max_grad_norm), poisson_sampling=False, noise_generator=generator)
+        private_opt.expected_batch_size = int(n * (1.0 / steps))  # Opacus' value, from the public count
         private_model.train()
         for _ in range(int(epochs)):
             for xb, yb in private_loader:

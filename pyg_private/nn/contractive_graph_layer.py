@@ -14,11 +14,16 @@ from ..accounting.contractive import (
     contractive_mu,
     contractive_noise_multiplier,
     edge_sensitivity,
-    node_sensitivity,
 )
 from ..accounting.validation import check_non_negative, check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.adjacency import csr_indices, normalized_adjacency_csr, simple_undirected_csr
+from ..utils.degree_bounds import (
+    check_declared_bounds,
+    floored_normalized_adjacency_csr,
+    present_nodes,
+    universe_node_sensitivity,
+)
 from ._ppr_release import resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -32,52 +37,90 @@ class ContractiveGraphLayer(SparsePropagation):
     r"""Perturbed contractive message passing (PCMP) of CARIBOU, from
     `"Convergent Privacy Framework with Contractive GNN Layers for Multi-hop
     Aggregations" <https://arxiv.org/abs/2506.22727>`_ (Zheng et al. 2025), Eq. 4 and
-    Algorithm 1 as corrected in ``specs/caribou.md`` §3:
+    Algorithm 1 (with its line 17 read as projecting :math:`\mathbf{X}^{(k+1)}` and zero-mean noise):
 
     .. math::
         \mathbf{X}^{(k+1)} = \Pi\Big(C_L\big(\alpha_1 \hat{\mathbf{A}} \mathbf{X}^{(k)}
             + (1 - \alpha_1)\,\mathrm{Mean}(\mathbf{X}^{(k)})\big) + \beta\,\mathbf{X}^{(0)}
             + \mathbf{Z}^{(k)}\Big), \qquad k = 0, \dots, K-1,
 
-    with :math:`\hat{\mathbf{A}} = \mathbf{D}^{-1/2}(\mathbf{A} + \mathbf{I})\mathbf{D}^{-1/2}`,
-    the **global** node mean (per graph with ``batch``), fresh Gaussian noise
-    :math:`\mathbf{Z}^{(k)} \sim \mathcal{N}(0, (\sigma\Delta)^2)` on every entry and
-    :math:`\Pi` the projection of every row onto the unit ball (a clip, not a
+    with :math:`\hat{\mathbf{A}} = \tilde{\mathbf{D}}^{-1/2}(\mathbf{A} + \mathbf{I})\tilde{\mathbf{D}}^{-1/2}`,
+    :math:`\tilde{\mathbf{D}} = \mathbf{D} + \mathbf{I}` (:math:`\mathbf{D}` the degrees **without**
+    self-loops), the **global** node mean (per graph with ``batch``), fresh Gaussian noise
+    :math:`\mathbf{Z}^{(k)} \sim \mathcal{N}(0, (\sigma\Delta)^2)` on every entry and :math:`\Pi` the projection of every row onto the unit ball (a clip, not a
     normalisation). :math:`\mathbf{X}^{(0)}` is clipped into the ball first. Only
     :math:`\mathbf{X}^{(K)}` is returned (detached); no intermediate hop leaves the layer.
 
-    **Privacy.** :math:`\Delta` is the sensitivity of one hop at the layer's ``level``:
-    Eq. 6 (edge; proven safe, including the neighbour rows the paper's proof omits) or a
-    corrected Eq. 8 (node; the paper's Eq. 8 is broken even at :math:`\beta = 0`, see
-    :func:`pyg_private.accounting.node_sensitivity`), computed from **public bounds you
-    declare** (``min_degree``; at node level also ``max_degree``, enforced e.g. by degree
-    bounding, and ``num_nodes``, a **lower** bound on the number of nodes because the mean
-    term shrinks as the graph grows).
-    They must hold for every graph you might run on, and for the graph *without* the
-    changed edge: never plug in the minimum degree of the private graph itself (spec
-    §4.7, which shows the bound failing then). ``min_degree=0`` (isolated nodes possible)
-    uses a conservative fallback. With contraction :math:`C_L < 1` the K hops are
-    :math:`\mu`-GDP with :math:`\mu = \sqrt{\rho_K(C_L)}/\sigma` (Theorem 6 / Cor. 10,
+    **Privacy.** :math:`\Delta` is the sensitivity of one hop at the layer's ``level``: Eq. 6
+    (edge; proven safe, including the neighbour rows the paper's proof of Theorem 8 omits) or,
+    at node level, :func:`~pyg_private.utils.degree_bounds.universe_node_sensitivity` (a
+    corrected Eq. 8 for a fixed node universe, see below). It is computed from **public bounds
+    you declare**, never read off the private graph. With contraction :math:`C_L < 1` the K hops
+    are :math:`\mu`-GDP with :math:`\mu = \sqrt{\rho_K(C_L)}/\sigma` (Theorem 6 / Cor. 10,
     :math:`\rho_K \le K`, bounded as :math:`K \to \infty`); each forward registers that one
     event on unit ``level`` before any noise is drawn. ``accounting="linear"`` records the
     K-fold composition :math:`\mu = \sqrt{K}/\sigma` instead, to show the saving. The
     guarantee covers one run: every new forward composes, except cached ones.
 
+    **Domain of the guarantee: the declared bounds, checked.** The guarantee holds between
+    neighbouring graphs of the set the declared bounds define, and every forward checks its
+    input against them **before** anything is charged or drawn, raising a ``ValueError`` that
+    names the bound, the rule and the fix. Degrees :math:`d_u` are counted without self-loops.
+
+    * ``level="edge"`` (one undirected edge added or removed): Eq. 6 with :math:`D` =
+      ``min_degree`` needs every degree of the graph *without* the toggled edge to be
+      :math:`\ge D`. The input may contain that edge, so the rule is
+      :math:`D \le \min_u d_u - 1`, and :math:`D = 0` when a node is isolated (e.g. Cora,
+      with 485 nodes of degree 1, admits only 0). ``min_degree=0`` uses the fallback
+      :math:`\Delta = \sqrt2\,\alpha_1 C_L` and accepts every graph.
+    * ``degree_floor=True`` (edge level) normalises by :math:`\max(d_u, D) + 1` instead of
+      :math:`d_u + 1` and needs no check: Eq. 6 with :math:`D` then holds for **every** graph,
+      as clipping makes a norm bound hold (proof in
+      :func:`~pyg_private.utils.degree_bounds.floored_normalized_adjacency_csr`). On graphs
+      whose degrees are all :math:`\ge D` it is the plain normalisation, bit for bit.
+    * ``level="node"``: see the node-level paragraph; ``x`` must have exactly ``num_nodes``
+      rows, every degree must be :math:`\le` ``max_degree``, and the ``min_degree`` rule
+      applies to the present nodes (removing a node lowers its neighbours' degrees by one).
+
+    The rule makes the bound hold *around* every accepted input: each graph one edge (or one
+    node) away from it satisfies the hypothesis of the sensitivity bound, so the noise covers
+    the difference to all of them. The check is itself data-dependent: raising reveals that
+    the private graph lies outside the declared domain, and a neighbour of an accepted graph
+    may be refused (that refusal is the bit it reveals). That is acceptable because the domain
+    is public (you declared it) and the guarantee is stated over it; the check makes a false
+    declaration, which would otherwise silently void the guarantee, fail loudly. The error
+    names no value of the graph. ``min_degree=0`` and the degree floor accept every graph and
+    avoid even that bit.
+
+    **Node level: a fixed, public node universe.** Under node-level neighbours (one node added
+    or removed with its edges and features), one row per node would reveal presence through the
+    number of rows. The layer therefore works on a fixed universe of ``num_nodes`` nodes
+    (exactly ``x.size(0)``; ``batch`` is refused): an **absent** node is a zero row of ``x``
+    and ``x0`` with no edges (a present node with zero features and no edge is the same
+    input), and the output always has ``num_nodes`` rows, so presence is only seen through
+    the noisy values. Removing a node turns it into such a row; the mean is
+    taken over the universe, so it cancels between neighbours, and no lower bound on the node
+    count is needed. ``max_degree`` must hold (bound the degrees beforehand), and
+    :math:`\Delta` covers the new node's own row, its neighbours and their neighbours, and the
+    first hop's different :math:`\mathbf{X}^{(0)}`. Node-level privacy also needs the encoder
+    that produced ``x`` and any head trained on the output to be private (DP-SGD over the
+    present nodes, registered in the same accountant); the layer only accounts for its own
+    release (see :func:`~pyg_private.models.run_caribou`).
+
     Give ``noise_multiplier`` :math:`\sigma` (noise std :math:`\sigma\Delta`) or
     ``epsilon`` and ``delta`` (calibrated through the exact GDP conversion; the
     multiplier is ``layer.noise_multiplier``). ``noise_multiplier=0`` is the non-private
-    reference: the same hops without noise, nothing charged, no accountant accepted.
+    reference: the same hops without noise, nothing charged, no accountant accepted (the
+    declared bounds are still checked).
 
     **Precision and input forms.** The hops (noise included) run in float32 for float32
     features and in float64 otherwise; the projection is onto the ball of radius
     :math:`1/(1 + (F + 4)u)`, so no row ends above norm 1 in either. The fastest graph form is a ``torch.sparse`` CSR
     adjacency (or a ``SparseTensor``) that already is the undirected simple graph with
     sorted columns: it is validated with one sort of its column indices and used as it is;
-    ``edge_index`` and every other form are validated and converted on each call.
-
-    Node-level privacy also needs the encoder that produced ``x`` and any head trained on
-    the output to be private (DP-SGD, registered in the same accountant); the layer only
-    accounts for its own release.
+    ``edge_index`` and every other form are validated and converted on each call. The node
+    count always comes from ``x``: an ``edge_index`` id ``>= x.size(0)`` or a sparse
+    adjacency of another size raises.
 
     Args:
         K (int): number of hops. (default: :obj:`1`)
@@ -86,9 +129,12 @@ class ContractiveGraphLayer(SparsePropagation):
             (:math:`\alpha_2 = 1 - \alpha_1` weights the mean). (default: :obj:`1.0`)
         beta (float): weight :math:`\beta \ge 0` of the initial residual. (default: :obj:`0.0`)
         level (str): ``"edge"`` or ``"node"``. (default: ``"edge"``)
-        min_degree (int): public lower bound on every node's degree.
-        max_degree (int, optional): public upper bound on a node's degree (node level).
-        num_nodes (int, optional): public **lower** bound on the number of nodes (node level).
+        min_degree (int): public lower bound :math:`D` on the degrees (without self-loops) of
+            every graph without the toggled edge or node; checked as above.
+        max_degree (int, optional): public upper bound on every degree (node level).
+        num_nodes (int, optional): the public size of the node universe (node level).
+        degree_floor (bool): normalise by :math:`\max(d_u, D)` so that ``min_degree`` holds by
+            construction (edge level only). (default: :obj:`False`)
         noise_multiplier (float, optional): :math:`\sigma`.
         epsilon, delta (float, optional): target instead of ``noise_multiplier``.
         accounting (str): ``"convergent"`` or ``"linear"``. (default: ``"convergent"``)
@@ -101,13 +147,13 @@ class ContractiveGraphLayer(SparsePropagation):
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index``
           :math:`(2, |\mathcal{E}|)` (or ``SparseTensor`` / ``torch.sparse``), optional
-          ``x0`` :math:`(|\mathcal{V}|, F)` and ``batch`` :math:`(|\mathcal{V}|)`
-        - **output:** :math:`(|\mathcal{V}|, F)`
+          ``x0`` :math:`(|\mathcal{V}|, F)` and ``batch`` :math:`(|\mathcal{V}|)` (edge level)
+        - **output:** :math:`(|\mathcal{V}|, F)`; at node level :math:`|\mathcal{V}|` = ``num_nodes``
     """
 
     def __init__(self, K: int = 1, contraction: float = 0.9, alpha1: float = 1.0, beta: float = 0.0, *,
                  level: Level = "edge", min_degree: Optional[int] = None, max_degree: Optional[int] = None,
-                 num_nodes: Optional[int] = None, noise_multiplier: Optional[float] = None,
+                 num_nodes: Optional[int] = None, degree_floor: bool = False, noise_multiplier: Optional[float] = None,
                  epsilon: Optional[float] = None, delta: Optional[float] = None,
                  accounting: Accounting = "convergent", accountant: Optional[PrivacyAccountant] = None,
                  cached: bool = False, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
@@ -128,20 +174,29 @@ class ContractiveGraphLayer(SparsePropagation):
             raise ValueError(f"`accounting` must be 'convergent' or 'linear'; got {accounting!r}")
         self.accounting = accounting
         if min_degree is None:
-            raise ValueError("`min_degree` is required: a public lower bound on every node's degree (0 if isolated "
-                             "nodes are possible); it must not be read off the private graph")
-        self.min_degree = int(min_degree)
-        self.max_degree, self.num_nodes = max_degree, num_nodes
+            raise ValueError("`min_degree` is required: a public lower bound on every node's degree, at most the "
+                             "smallest degree minus one (0 if nodes of degree one or isolated nodes are possible); "
+                             "it must not be read off the private graph")
+        if not isinstance(degree_floor, bool):
+            raise TypeError(f"`degree_floor` must be True or False; got {degree_floor!r}")
+        if degree_floor and level == "node":
+            raise ValueError("`degree_floor` is proven for edge-level privacy only; at node level declare "
+                             "`min_degree` (0 when nodes of degree one or isolated nodes are possible)")
+        self.degree_floor = degree_floor
         if level == "edge":
             self.sensitivity = edge_sensitivity(contraction=self.contraction, alpha1=self.alpha1,
-                                                min_degree=self.min_degree)
+                                                min_degree=min_degree)
+            self.min_degree = int(min_degree)
+            self.max_degree, self.num_nodes = max_degree, num_nodes
         else:
             if max_degree is None or num_nodes is None:
-                raise ValueError("node level needs the public bounds `max_degree` and `num_nodes`")
-            self.sensitivity = node_sensitivity(contraction=self.contraction, alpha1=self.alpha1,
-                                                alpha2=1.0 - self.alpha1, beta=self.beta,
-                                                min_degree=self.min_degree, max_degree=int(max_degree),
-                                                num_nodes=int(num_nodes))
+                raise ValueError("node level needs the public bounds `max_degree` (every degree) and `num_nodes` "
+                                 "(the size of the fixed node universe)")
+            self.sensitivity = universe_node_sensitivity(contraction=self.contraction, alpha1=self.alpha1,
+                                                         alpha2=1.0 - self.alpha1, beta=self.beta,
+                                                         min_degree=min_degree, max_degree=max_degree,
+                                                         num_nodes=num_nodes)
+            self.min_degree, self.max_degree, self.num_nodes = int(min_degree), int(max_degree), int(num_nodes)
         self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
             noise_multiplier, epsilon, delta,
             lambda eps, d: contractive_noise_multiplier(epsilon=eps, delta=d, num_hops=self.K,
@@ -175,7 +230,8 @@ class ContractiveGraphLayer(SparsePropagation):
             params={"K": self.K, "contraction": self.contraction, "alpha1": self.alpha1, "beta": self.beta,
                     "sensitivity": self.sensitivity, "noise_multiplier": self.noise_multiplier,
                     "rho_K": contraction_factor(self.K, self.contraction), "min_degree": self.min_degree,
-                    "max_degree": self.max_degree, "num_nodes": self.num_nodes, "accounting": self.accounting},
+                    "degree_floor": self.degree_floor, "max_degree": self.max_degree, "num_nodes": self.num_nodes,
+                    "accounting": self.accounting},
         )
 
     def forward(self, x: Tensor, edge_index: Any, x0: Optional[Tensor] = None,
@@ -193,12 +249,11 @@ class ContractiveGraphLayer(SparsePropagation):
             raise ValueError("`x0` contains NaN or infinite values")
         if batch is not None and (batch.dim() != 1 or batch.numel() != n):
             raise ValueError(f"`batch` must have shape [{n}]")
-        graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is
-        if graph is None:
-            ei, n = adjacency_to_edge_index(edge_index, n)
-            if n != x.size(0):
-                raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
-            graph = csr_indices(simple_undirected(ei, n, symmetrize=self.symmetrize)[0], n)
+        if batch is not None and self.level == "node":
+            raise ValueError("`batch` is not supported at node level: the release is over one fixed node universe "
+                             "of `num_nodes` nodes (run one graph per call)")
+        graph = self._read_graph(edge_index, n)
+        self._check_bounds(graph, x, x0)  # the declared domain, before any charge or noise
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
 
         if self.cached and self._cache is not None:
@@ -217,23 +272,57 @@ class ContractiveGraphLayer(SparsePropagation):
                            out.clone())
         return out.to(out_dtype)
 
+    def _read_graph(self, edge_index: Any, n: int) -> tuple[Tensor, Tensor]:
+        """``(crow, col)`` of the validated undirected simple graph on the ``n`` nodes of ``x``
+        (never the largest id of ``edge_index``: an id ``>= n`` raises)."""
+        graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is
+        if graph is None:
+            ei, m = adjacency_to_edge_index(edge_index, n)
+            if m != n:
+                raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
+            graph = csr_indices(simple_undirected(ei, n, symmetrize=self.symmetrize)[0], n)
+        return graph
+
+    def _check_bounds(self, graph: tuple[Tensor, Tensor], x: Tensor, x0: Tensor) -> None:
+        """Raise unless the input lies in the domain of the declared bounds (see the class notes)."""
+        degree = graph[0].diff()
+        present = present_nodes(degree, x, None if x0 is x else x0) if self.level == "node" else None
+        check_declared_bounds(degree, level=self.level, min_degree=self.min_degree, degree_floor=self.degree_floor,
+                              max_degree=self.max_degree, num_nodes=self.num_nodes, present=present)
+
+    def _normalized_adjacency(self, crow: Tensor, col: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        r""":math:`C_L\alpha_1\hat{\mathbf{A}}` as ``(adj, self_loop)``: ``adj @ h + self_loop * h``,
+        with the degree floor when the layer has one."""
+        weight = self.contraction * self.alpha1
+        if self.degree_floor and self.min_degree > 0:
+            return floored_normalized_adjacency_csr(crow, col, floor=self.min_degree, weight=weight, dtype=dtype)
+        return normalized_adjacency_csr(crow, col, weight=weight, dtype=dtype)
+
+    def _hop(self, adj: Tensor, self_loop: Tensor, h: Tensor, residual: Optional[Tensor],
+             batch: Optional[Tensor]) -> Tensor:
+        r"""One contractive map before noise and projection,
+        :math:`C_L(\alpha_1\hat{\mathbf{A}}h + \alpha_2\mathrm{Mean}(h)) + \beta\mathbf{X}^{(0)}`
+        (``residual`` is :math:`\beta\mathbf{X}^{(0)}` or ``None``); a new tensor."""
+        if self.alpha1 > 0:
+            out = self.propagate(adj, x=h).addcmul_(h, self_loop)
+        else:
+            out = torch.zeros_like(h)
+        if self.alpha1 < 1.0:
+            out.add_(_node_mean(h, batch), alpha=self.contraction * (1.0 - self.alpha1))
+        if residual is not None:
+            out.add_(residual)
+        return out
+
     @torch.no_grad()
     def _perturbed_hops(self, crow: Tensor, col: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor]) -> Tensor:
         # C_L alpha1 A_hat h = adj @ h + self_loop * h, with A_hat = S (A + I) S and S = (D + I)^-1/2
-        adj, self_loop = normalized_adjacency_csr(crow, col, weight=self.contraction * self.alpha1, dtype=x.dtype)
+        adj, self_loop = self._normalized_adjacency(crow, col, x.dtype)
         h = _clip_rows(x)  # the chain starts inside the ball
         residual = self.beta * (h if x0 is x else _clip_rows(x0)) if self.beta > 0 else None
         std = self.noise_std
         noise = torch.empty_like(x) if std > 0 else None
         for _ in range(self.K):
-            if self.alpha1 > 0:
-                out = self.propagate(adj, x=h).addcmul_(h, self_loop)
-            else:
-                out = torch.zeros_like(h)
-            if self.alpha1 < 1.0:
-                out.add_(_node_mean(h, batch), alpha=self.contraction * (1.0 - self.alpha1))
-            if residual is not None:
-                out.add_(residual)
+            out = self._hop(adj, self_loop, h, residual, batch)
             if noise is not None:  # one draw of h's shape per hop, into the same buffer
                 out.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator, out=noise),
                          alpha=std)
@@ -242,9 +331,12 @@ class ContractiveGraphLayer(SparsePropagation):
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
+        bounds = f"min_degree={self.min_degree}" + (", degree_floor=True" if self.degree_floor else "")
+        if self.level == "node":
+            bounds += f", max_degree={self.max_degree}, num_nodes={self.num_nodes}"
         return (f"{self.__class__.__name__}(K={self.K}, contraction={self.contraction:g}, alpha1={self.alpha1:g}, "
-                f"beta={self.beta:g}, level={self.level!r}, noise_multiplier={self.noise_multiplier:.6g}{target}, "
-                f"accounting={self.accounting!r}, cached={self.cached})")
+                f"beta={self.beta:g}, level={self.level!r}, {bounds}, noise_multiplier={self.noise_multiplier:.6g}"
+                f"{target}, accounting={self.accounting!r}, cached={self.cached})")
 
 
 def _clip_rows(x: Tensor, out: Optional[Tensor] = None) -> Tensor:

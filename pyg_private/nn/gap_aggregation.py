@@ -24,7 +24,7 @@ class GAPAggregation(SparsePropagation):
     r"""Edge-level private multi-hop aggregation of GAP, from `"GAP: Differentially Private
     Graph Neural Networks with Aggregation Perturbation"
     <https://arxiv.org/abs/2203.00949>`_ (Sajadmanesh et al., USENIX Security 2023), the
-    baseline of CARIBOU (``specs/caribou.md`` §6):
+    baseline of CARIBOU (Zheng et al. 2025, arXiv:2506.22727, Sec. 6):
 
     .. math::
         \mathbf{X}^{(k)} = \mathrm{normalize}\big(\mathbf{A}\mathbf{X}^{(k-1)} + \mathbf{Z}^{(k)}\big),
@@ -43,6 +43,11 @@ class GAPAggregation(SparsePropagation):
     ``epsilon``/``delta`` (exact GDP calibration; ``layer.noise_multiplier``).
     ``noise_multiplier=0`` is the non-private reference (no noise, nothing charged, no
     accountant accepted).
+
+    **No declared bound.** :math:`\Delta = \sqrt2` holds for every graph (sum aggregation of
+    unit rows), so nothing is declared or checked. The node count, hence the output's shape,
+    comes from ``x``: an ``edge_index`` id ``>= x.size(0)`` or a sparse adjacency of another
+    size raises before anything is charged.
 
     Args:
         K (int): number of hops. (default: :obj:`1`)

@@ -56,10 +56,13 @@ def _audit(graph, release, noiseless, canaries, runs):
 @pytest.mark.parametrize("cut, caught", [(1.0, False), (10.0, True)])
 def test_contractive_graph_layer(graph, cut, caught):
     ei, canaries, x, _ = graph
-    sigma = ContractiveGraphLayer(1, 0.9, min_degree=1, epsilon=EPSILON, delta=DELTA).noise_multiplier
-    layer = ContractiveGraphLayer(1, 0.9, min_degree=1, noise_multiplier=sigma / cut,
-                                  generator=torch.Generator().manual_seed(4))
-    exact = ContractiveGraphLayer(1, 0.9, min_degree=1, noise_multiplier=0.0)
+    # the canaries join degree-1 nodes: min_degree=1 holds only with the degree floor (which changes
+    # nothing on this graph, no node is isolated)
+    bounds = dict(min_degree=1, degree_floor=True)
+    sigma = ContractiveGraphLayer(1, 0.9, epsilon=EPSILON, delta=DELTA, **bounds).noise_multiplier
+    layer = ContractiveGraphLayer(1, 0.9, noise_multiplier=sigma / cut, generator=torch.Generator().manual_seed(4),
+                                  **bounds)
+    exact = ContractiveGraphLayer(1, 0.9, noise_multiplier=0.0, **bounds)
     audit = _audit(graph, lambda e: layer(x, e), lambda e: exact(x, e), canaries, runs=10)
     assert audit.canaries == 1000
     if caught:

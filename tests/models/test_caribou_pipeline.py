@@ -1,4 +1,7 @@
-"""The CARIBOU recipe: what each method charges, node-level joint calibration, the search."""
+"""The CARIBOU recipe: what each method charges, node-level joint calibration, the search.
+
+The chains have nodes of degree one, so the only valid declaration is ``min_degree=0``.
+"""
 import math
 
 import pytest
@@ -21,10 +24,10 @@ def chain():
 
 def test_caribou_edge_level_charges_one_event_at_the_target(chain):
     config = CaribouConfig("caribou", K=6, contraction=0.9, encoder_dim=None, normalize="clip", **FAST)
-    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=1, seed=0)
+    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=0, seed=0)
     events = result.accountant.events
     assert len(events) == 1 and events[0].unit.value == "edge"
-    layer = ContractiveGraphLayer(6, 0.9, min_degree=1, epsilon=2.0, delta=1e-2)
+    layer = ContractiveGraphLayer(6, 0.9, min_degree=0, epsilon=2.0, delta=1e-2)
     assert events[0].mu == pytest.approx(layer.mu)
     assert result.noise_std == pytest.approx(layer.noise_std)
     assert result.accountant.epsilon("edge", 1e-2) == pytest.approx(2.0, rel=1e-6)
@@ -33,19 +36,19 @@ def test_caribou_edge_level_charges_one_event_at_the_target(chain):
 
 
 def test_gap_charges_linear_composition_and_mlp_charges_nothing(chain):
-    gap = run_caribou(chain, CaribouConfig("gap", K=4, **FAST), epsilon=1.0, delta=1e-2, min_degree=1, seed=0)
+    gap = run_caribou(chain, CaribouConfig("gap", K=4, **FAST), epsilon=1.0, delta=1e-2, min_degree=0, seed=0)
     (event,) = gap.accountant.events
     assert event.mu == pytest.approx(math.sqrt(4) / gap.noise_multiplier)
     assert gap.accountant.epsilon("edge", 1e-2) == pytest.approx(1.0, rel=1e-6)
-    mlp = run_caribou(chain, CaribouConfig("mlp", **FAST), epsilon=1.0, delta=1e-2, min_degree=1, seed=0)
+    mlp = run_caribou(chain, CaribouConfig("mlp", **FAST), epsilon=1.0, delta=1e-2, min_degree=0, seed=0)
     assert len(mlp.accountant) == 0 and mlp.noise_std == 0.0
 
 
 @pytest.mark.parametrize("method", ["caribou", "gap"])
 def test_infinite_epsilon_is_noise_free_and_charges_nothing(chain, method):
     config = CaribouConfig(method, K=3, encoder_dim=None, normalize="clip", **FAST)
-    a = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, min_degree=1, seed=0)
-    b = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, min_degree=1, seed=1)
+    a = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, min_degree=0, seed=0)
+    b = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, min_degree=0, seed=1)
     assert len(a.accountant) == 0 and a.noise_std == 0.0
     assert b.noise_std == 0.0
 
@@ -53,9 +56,9 @@ def test_infinite_epsilon_is_noise_free_and_charges_nothing(chain, method):
 def test_a_given_accountant_with_a_budget_refuses_an_overspend(chain):
     acct = PrivacyAccountant(budget={"edge": (1.0, 1e-2)})
     config = CaribouConfig("caribou", K=2, encoder_dim=None, **FAST)
-    run_caribou(chain, config, epsilon=1.0, delta=1e-2, min_degree=1, accountant=acct, seed=0)
+    run_caribou(chain, config, epsilon=1.0, delta=1e-2, min_degree=0, accountant=acct, seed=0)
     with pytest.raises(PrivacyBudgetExceeded):
-        run_caribou(chain, config, epsilon=1.0, delta=1e-2, min_degree=1, accountant=acct, seed=0)
+        run_caribou(chain, config, epsilon=1.0, delta=1e-2, min_degree=0, accountant=acct, seed=0)
     assert len(acct) == 1
 
 
@@ -64,7 +67,7 @@ def test_node_level_shares_one_calibrated_multiplier(chain):
                            batch_size=8)  # q = 1: Opacus' RDP of a subsampled Gaussian is slow for q < 1
     num_train = int(chain.train_mask.sum())
     sigma = node_level_noise_multiplier(epsilon=8.0, delta=1e-3, config=config, num_train=num_train)
-    result = run_caribou(chain, config, epsilon=8.0, delta=1e-3, level="node", min_degree=1, max_degree=2,
+    result = run_caribou(chain, config, epsilon=8.0, delta=1e-3, level="node", min_degree=0, max_degree=2,
                          num_nodes=48, seed=0)
     acct = result.accountant
     steps = config.epochs * math.ceil(num_train / config.batch_size)
@@ -80,10 +83,10 @@ def test_node_level_shares_one_calibrated_multiplier(chain):
 
 def test_node_level_rejects_gap_and_needs_the_bounds(chain):
     with pytest.raises(ValueError, match="edge-level only"):
-        run_caribou(chain, CaribouConfig("gap", K=2, **FAST), epsilon=1.0, delta=1e-3, level="node", min_degree=1)
+        run_caribou(chain, CaribouConfig("gap", K=2, **FAST), epsilon=1.0, delta=1e-3, level="node", min_degree=0)
     with pytest.raises(ValueError, match="max_degree"):
         run_caribou(chain, CaribouConfig("caribou", K=2, **FAST), epsilon=1.0, delta=1e-3, level="node",
-                    min_degree=1)
+                    min_degree=0)
 
 
 def test_dp_sgd_charges_every_step_and_stops_at_the_budget(chain):
@@ -101,14 +104,14 @@ def test_dp_sgd_charges_every_step_and_stops_at_the_budget(chain):
 def test_search_selects_on_validation_and_returns_that_configs_runs(chain):
     data = [load_chain("Chain-S", seed=s) for s in (0, 1)]
     grid = config_grid(CaribouConfig("mlp", **FAST), hidden=(4, 8))
-    best, runs = search_caribou(data, grid, epsilon=1.0, delta=1e-2, seeds=(0, 1), min_degree=1)
+    best, runs = search_caribou(data, grid, epsilon=1.0, delta=1e-2, seeds=(0, 1), min_degree=0)
     assert best in grid and len(runs) == 2 and all(r.config == best for r in runs)
-    others = [run_caribou(d, c, epsilon=1.0, delta=1e-2, min_degree=1, seed=s)
+    others = [run_caribou(d, c, epsilon=1.0, delta=1e-2, min_degree=0, seed=s)
               for c in grid for d, s in zip(data, (0, 1))]
     scores = {c: sum(r.val_accuracy for r in others if r.config == c) for c in grid}
     assert scores[best] == max(scores.values())
     with pytest.raises(ValueError, match="empty"):
-        search_caribou(data, [], epsilon=1.0, delta=1e-2, seeds=(0, 1), min_degree=1)
+        search_caribou(data, [], epsilon=1.0, delta=1e-2, seeds=(0, 1), min_degree=0)
 
 
 def test_bad_config_raises():
@@ -116,7 +119,7 @@ def test_bad_config_raises():
         CaribouConfig("gcn")
     with pytest.raises(ValueError, match="level"):
         run_caribou(load_chain("Chain-S"), CaribouConfig(**FAST), epsilon=1.0, delta=1e-2, level="graph",
-                    min_degree=1)
+                    min_degree=0)
 
 
 def test_dp_sgd_survives_empty_poisson_batches(chain):
@@ -145,14 +148,14 @@ def test_head_blocks_and_use_x0(chain, monkeypatch):
                                      ("gap", True, ("MultiInputHead", 20, 4)), ("gap", False, ("MultiInputHead", 15, 3)),
                                      ("mlp", True, ("MLP", 5, 0))):
         seen.clear()
-        run_caribou(chain, CaribouConfig(method, K=3, use_x0=use_x0, **raw), epsilon=4.0, delta=1e-2, min_degree=1,
+        run_caribou(chain, CaribouConfig(method, K=3, use_x0=use_x0, **raw), epsilon=4.0, delta=1e-2, min_degree=0,
                     seed=0)
         assert seen[-1] == expected, (method, use_x0)
 
 
 def test_trained_model_reuses_the_cached_release_and_charges_a_new_graph(chain):
     config = CaribouConfig("caribou", K=3, contraction=0.9, encoder_dim=4, hidden=8, **FAST)
-    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=1, seed=0)
+    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=0, seed=0)
     model, acct = result.model, result.accountant
     assert len(acct.events) == 1
     logits = model.logits(chain.x, chain.edge_index)
@@ -165,7 +168,7 @@ def test_trained_model_reuses_the_cached_release_and_charges_a_new_graph(chain):
     sub = torch.cat([sub, sub.flip(0)], dim=1).unique(dim=1)
     model.logits(chain.x, sub)
     assert len(acct.events) == 2 and acct.events[1].unit.value == "edge"  # another graph: a new release
-    mlp = run_caribou(chain, CaribouConfig("mlp", encoder_dim=None, **FAST), epsilon=2.0, delta=1e-2, min_degree=1)
+    mlp = run_caribou(chain, CaribouConfig("mlp", encoder_dim=None, **FAST), epsilon=2.0, delta=1e-2, min_degree=0)
     assert mlp.model.layer is None and mlp.model.logits(chain.x, sub).shape == logits.shape
 
 
@@ -177,7 +180,7 @@ def test_node_level_calibration_matches_opacus_sampling_rate(chain):
     assert num_train % batch != 0  # so that batch / n and 1 / ceil(n / batch) differ
     config = CaribouConfig("caribou", K=2, contraction=0.9, encoder_dim=None, hidden=8, epochs=2, lr=1e-2,
                            batch_size=batch)
-    result = run_caribou(chain, config, epsilon=4.0, delta=1e-3, level="node", min_degree=1, max_degree=2,
+    result = run_caribou(chain, config, epsilon=4.0, delta=1e-3, level="node", min_degree=0, max_degree=2,
                          num_nodes=48, seed=0)
     rates = {e.params["sample_rate"] for e in result.accountant.events if e.name == "head"}
     assert rates == {1 / math.ceil(num_train / batch)}

@@ -61,7 +61,7 @@ def test_one_gdp_event_per_forward_convergent_and_linear():
     x = torch.rand(12, 3)
     for accounting, factor in (("convergent", contraction_factor(10, 0.9)), ("linear", 10.0)):
         acct = PrivacyAccountant()
-        layer = ContractiveGraphLayer(10, 0.9, min_degree=2, noise_multiplier=3.0, accounting=accounting,
+        layer = ContractiveGraphLayer(10, 0.9, min_degree=1, noise_multiplier=3.0, accounting=accounting,
                                       accountant=acct)
         layer(x, ei)
         layer(x, ei)
@@ -108,7 +108,7 @@ def test_budget_is_enforced_before_any_noise():
 
 def test_cache_reuses_one_release():
     acct = PrivacyAccountant()
-    layer = ContractiveGraphLayer(4, 0.9, min_degree=2, noise_multiplier=1.0, accountant=acct, cached=True)
+    layer = ContractiveGraphLayer(4, 0.9, min_degree=1, noise_multiplier=1.0, accountant=acct, cached=True)
     x, ei = torch.rand(10, 3), ring(10)
     a = layer(x, ei)
     a.zero_()  # the caller's copy only
@@ -134,7 +134,7 @@ def test_batched_graphs_use_their_own_mean():
 def test_sparse_inputs_match_edge_index():
     ei = ring(9)
     x = torch.rand(9, 2)
-    kwargs = dict(min_degree=2, noise_multiplier=0.5)
+    kwargs = dict(min_degree=1, noise_multiplier=0.5)
     ref = ContractiveGraphLayer(3, 0.9, generator=torch.Generator().manual_seed(2), **kwargs)(x, ei)
     sp = torch.sparse_coo_tensor(ei, torch.ones(ei.size(1)), (9, 9))
     out = ContractiveGraphLayer(3, 0.9, generator=torch.Generator().manual_seed(2), **kwargs)(x, sp)
@@ -143,7 +143,9 @@ def test_sparse_inputs_match_edge_index():
 
 def test_edge_sensitivity_holds_for_the_layer_on_small_graphs():
     # one noise-free hop on G and G minus an edge, for graphs whose minimum degree without the edge is
-    # the declared bound; the projection is 1-Lipschitz, so the output distance must stay below Delta_e
+    # the declared bound; the projection is 1-Lipschitz, so the output distance must stay below Delta_e.
+    # degree_floor=True is the plain normalisation on these graphs (every degree >= d_min) and lets
+    # the layer accept G minus the edge, whose minimum degree is the bound itself
     rng = np.random.default_rng(0)
     worst = 0.0
     for _ in range(60):
@@ -160,7 +162,7 @@ def test_edge_sensitivity_holds_for_the_layer_on_small_graphs():
         d_min = int(torch.bincount(without[0], minlength=n).min())
         if d_min < 1 or deg.min() < 1:
             continue
-        layer = ContractiveGraphLayer(1, 0.9, 1.0, min_degree=d_min, noise_multiplier=TINY)
+        layer = ContractiveGraphLayer(1, 0.9, 1.0, min_degree=d_min, degree_floor=True, noise_multiplier=TINY)
         for _ in range(5):
             x = torch.tensor(rng.normal(size=(n, 3)), dtype=torch.float64)
             x = x / x.norm(dim=1, keepdim=True)  # on the sphere: the extreme points of the ball
@@ -207,14 +209,14 @@ def test_repr_names_the_key_numbers():
     assert "K=4" in r and "contraction=0.8" in r and "noise_multiplier=1.5" in r
 
 
-def test_node_level_uses_the_corrected_sensitivity_and_the_node_unit():
-    from pyg_private.accounting import node_sensitivity
+def test_node_level_uses_the_universe_sensitivity_and_the_node_unit():
+    from pyg_private.utils.degree_bounds import universe_node_sensitivity
 
     acct = PrivacyAccountant()
-    layer = ContractiveGraphLayer(3, 0.9, 0.8, 0.5, level="node", min_degree=1, max_degree=10, num_nodes=100,
+    layer = ContractiveGraphLayer(3, 0.9, 0.8, 0.5, level="node", min_degree=1, max_degree=10, num_nodes=12,
                                   noise_multiplier=2.0, accountant=acct)
-    assert layer.sensitivity == node_sensitivity(contraction=0.9, alpha1=0.8, alpha2=0.2, beta=0.5, min_degree=1,
-                                                 max_degree=10, num_nodes=100)
+    assert layer.sensitivity == universe_node_sensitivity(contraction=0.9, alpha1=0.8, alpha2=0.2, beta=0.5,
+                                                          min_degree=1, max_degree=10, num_nodes=12)
     layer(torch.rand(12, 3), ring(12))
     assert len(acct.events_of("node")) == 1 and len(acct.events_of("edge")) == 0
 
@@ -283,13 +285,13 @@ def test_zero_noise_multiplier_is_the_non_private_reference():
     ei = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])
     x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="non-private"):
-        ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=0.0, accountant=PrivacyAccountant())
-    layer = ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=0.0)
+        ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=0.0, accountant=PrivacyAccountant())
+    layer = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=0.0)
     assert layer.noise_std == 0.0 and math.isinf(layer.mu)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "untracked privacy" warning: nothing private is claimed
         out = layer(x, ei)
-    noisy = ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=1e-12)
+    noisy = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=1e-12)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrackedPrivacyWarning)
         assert torch.allclose(out, noisy(x, ei), atol=1e-9)

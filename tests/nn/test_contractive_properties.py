@@ -8,15 +8,17 @@ What each test proves (every check runs the library's forward; NumPy only picks 
   ``forward(x, edge_index, x0)`` gives the same chain), so "hop k" can be read off a K = k run.
 * ``test_identical_noise_edge_coupling_on_small_graphs`` -- brute force over paths, cycles,
   stars, wheels, random and regular graphs on 5..12 nodes, D = declared ``min_degree`` in
-  {1, 2} holding for the graph *without* the edge: with identical noise, removing one edge
+  {1, 2} holding for the graph *without* the edge (run with ``degree_floor=True``, which is
+  the plain normalisation on these graphs, all of whose degrees are >= D, and lets the layer
+  accept the graph without the edge, whose minimum degree is D): with identical noise, removing one edge
   moves hop k by at most ``layer.sensitivity * sum_{j<k} C_L^j`` (exactly ``Delta`` at k = 1),
   for several C_L, alpha1, beta, noise multipliers 1e-9 and 0.5, inputs on the unit sphere
   (best of random draws and a power-method maximiser); also the sharper one-step form
   d_k <= C_L d_{k-1} + Delta with the measured d_{k-1}. It checks that the search comes close
   to the bound at hop 1 (~0.92 of Delta), so it is not vacuous.
-* ``test_brute_force_catches_a_wrongly_declared_min_degree`` -- the same measurement exceeds
-  the sensitivity when D is read off the cycle *with* the edge (spec §4.7 item 1), so the
-  brute force can fail.
+* ``test_brute_force_catches_a_wrongly_declared_min_degree`` -- the same measurement (of the
+  layer's unchecked hop) exceeds the sensitivity when D is read off the cycle *with* the edge,
+  so the brute force can fail; the layer itself now refuses that declaration.
 * ``test_hops_after_the_first_are_contractive`` -- with the same X0 and noise, the map
   X -> Pi(C_L(alpha1 Â X + (1 - alpha1) mean X) + beta X0 + Z) computed by the layer
   (``forward(X, ei, x0=X0)``) is C_L-Lipschitz in Frobenius norm, k hops C_L^k-Lipschitz,
@@ -177,7 +179,7 @@ def test_k_hop_run_is_the_prefix_of_a_longer_run(beta, sigma):
     edges = {(i, (i + 1) % n) for i in range(n)} | {(0, 4), (2, 7)}
     ei = edge_index_of(simple(edges), n)
     x = torch.tensor(sphere(rng, n, F))
-    kw = dict(contraction=0.8, alpha1=0.6, beta=beta, min_degree=2, noise_multiplier=sigma)
+    kw = dict(contraction=0.8, alpha1=0.6, beta=beta, min_degree=1, noise_multiplier=sigma)
 
     # K = k runs with one seed ...
     full = [run(ContractiveGraphLayer(k, **kw), x, ei, seed=7) for k in range(1, K + 1)]
@@ -220,8 +222,9 @@ def test_identical_noise_edge_coupling_on_small_graphs():
         c, a1, beta, sigma = PARAMS[t % len(PARAMS)]
         key = (c, a1, beta, sigma, D)
         if key not in layers:
-            layers[key] = [ContractiveGraphLayer(k, c, a1, beta, min_degree=D, noise_multiplier=sigma)
-                           for k in range(1, K_MAX + 1)]
+            # the floor is the plain normalisation here (every degree >= D) and accepts G - e
+            layers[key] = [ContractiveGraphLayer(k, c, a1, beta, min_degree=D, degree_floor=True,
+                                                 noise_multiplier=sigma) for k in range(1, K_MAX + 1)]
         chain = layers[key]
         delta = chain[0].sensitivity
         assert delta == edge_sensitivity(contraction=c, alpha1=a1, min_degree=D)
@@ -254,9 +257,16 @@ def test_identical_noise_edge_coupling_on_small_graphs():
     assert worst_hop1 > 0.85 and worst <= 1.0 + 1e-12
 
 
+def unchecked_hop(layer, x, edge_index):
+    """The layer's own contractive map of one hop (no noise, no projection, no bound check)."""
+    crow, col = layer._read_graph(edge_index, x.size(0))
+    adj, self_loop = layer._normalized_adjacency(crow, col, x.dtype)
+    return layer._hop(adj, self_loop, x, None, None)
+
+
 def test_brute_force_catches_a_wrongly_declared_min_degree():
-    # spec §4.7 item 1 through the layer: an 8-cycle minus one edge, declared D = 2 (the
-    # minimum degree of the graph WITH the edge) is violated at hop 1; D = 1 (without) holds
+    # an 8-cycle minus one edge: declared D = 2 (the minimum degree of the graph WITH the
+    # edge) is violated at hop 1; D = 1 (without) holds
     rng = np.random.default_rng(2)
     n = 8
     cycle = {(i, i + 1) for i in range(n - 1)} | {(0, n - 1)}
@@ -264,9 +274,12 @@ def test_brute_force_catches_a_wrongly_declared_min_degree():
     N = 0.9 * (norm_adj(cycle, n) - norm_adj(path, n))
     x = torch.tensor(max_rows_on_sphere(N, rng, F))
     wrong = ContractiveGraphLayer(1, 0.9, min_degree=2, noise_multiplier=0.5)
-    right = ContractiveGraphLayer(1, 0.9, min_degree=1, noise_multiplier=0.5)
-    dist = (run(wrong, x, edge_index_of(cycle, n), 3) - run(wrong, x, edge_index_of(path, n), 3)).norm().item()
-    assert dist > 1.2 * wrong.sensitivity  # 0.820 vs 0.655 per C_L before the noise
+    dist = (unchecked_hop(wrong, x, edge_index_of(cycle, n)) - unchecked_hop(wrong, x, edge_index_of(path, n)))
+    assert dist.norm().item() > 1.2 * wrong.sensitivity  # 0.820 vs 0.655 per C_L before the noise
+    for graph in (cycle, path):  # the layer refuses the false declaration on either graph
+        with pytest.raises(ValueError, match="min_degree"):
+            run(wrong, x, edge_index_of(graph, n), 3)
+    right = ContractiveGraphLayer(1, 0.9, min_degree=1, degree_floor=True, noise_multiplier=0.5)
     dist = (run(right, x, edge_index_of(cycle, n), 3) - run(right, x, edge_index_of(path, n), 3)).norm().item()
     assert dist <= right.sensitivity
 
@@ -324,7 +337,7 @@ def test_the_first_hop_is_not_contractive_without_a_shared_x0():
     # x -> layer(x) is only (C_L + beta)-Lipschitz; the x0 argument is what the test above relies on
     n = 6
     ei = edge_index_of({(i, (i + 1) % n) for i in range(n)}, n)
-    layer = ContractiveGraphLayer(1, 0.5, 1.0, 0.4, min_degree=2, noise_multiplier=TINY)
+    layer = ContractiveGraphLayer(1, 0.5, 1.0, 0.4, min_degree=1, noise_multiplier=TINY)
     xa = torch.full((n, 2), 0.5, dtype=torch.float64)
     diff = (run(layer, xa, ei, 0) - run(layer, -xa, ei, 0)).norm() / (2 * xa).norm()
     assert diff.item() == pytest.approx(0.5 + 0.4, rel=1e-9)
@@ -342,7 +355,7 @@ def _ball_outputs(dtype):
     edges = {(i, (i + 1) % n) for i in range(n)} | {(0, 5)}
     ei = edge_index_of(edges, n)
     for t, (sigma, beta, scale, K) in enumerate(BALL_CASES):
-        layer = ContractiveGraphLayer(K, 0.9, 0.7, beta, min_degree=2, noise_multiplier=sigma)
+        layer = ContractiveGraphLayer(K, 0.9, 0.7, beta, min_degree=1, noise_multiplier=sigma)
         x = torch.tensor(rng.standard_normal((n, 5)) * scale, dtype=dtype)
         x0 = torch.tensor(rng.standard_normal((n, 5)) * scale * 10, dtype=dtype)
         for x0_arg in (None, x0):
@@ -391,7 +404,7 @@ def test_accountant_convergent_never_above_linear():
                 eps = {}
                 for accounting in ("convergent", "linear"):
                     acct = PrivacyAccountant()
-                    layer = ContractiveGraphLayer(K, c, min_degree=2, noise_multiplier=sigma, accounting=accounting,
+                    layer = ContractiveGraphLayer(K, c, min_degree=1, noise_multiplier=sigma, accounting=accounting,
                                                   accountant=acct)
                     layer(x, ei)
                     assert len(acct.events_of("edge")) == 1
