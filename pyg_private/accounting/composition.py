@@ -25,7 +25,9 @@ releases, DP-SGD) is composed exactly by ``dp-accounting``'s PLD. Each approxima
 event enters as the pair that dominates every :math:`(\epsilon_i(\delta_i), \delta_i)`-DP
 mechanism, and the events with only an RDP curve (PABI, push-flow) as one such pair
 :math:`(\epsilon_{RDP}(\delta_r), \delta_r)` for their composed curve; the deltas
-:math:`\delta_i, \delta_r` are searched. Composing dominating pairs is valid under adaptive
+:math:`\delta_i, \delta_r` are searched. Identical approximate-DP events (repeated fits) share
+one delta and compose exactly as a binomial of :math:`\pm\epsilon_i` losses, so a ledger of
+hundreds of fits stays cheap (rule P is skipped beyond 4,096 distinct losses). Composing dominating pairs is valid under adaptive
 composition (Zhu, Dong and Wang, AISTATS 2022, Thm 10), and the pair of an
 :math:`(\epsilon, \delta)` guarantee is at least as tight as basic composition.
 
@@ -46,7 +48,7 @@ import numpy as np
 from .conversion import rdp_to_dp
 from .events import PrivacyEvent
 from .gdp import gdp_epsilon
-from .pld import PLDKey, composed_pld, epsilon_for_delta, pld_feasible, pld_key
+from .pld import MAX_COMBOS, PLDKey, composed_pld, epsilon_for_delta, pld_feasible, pld_key
 from .validation import check_delta
 
 __all__ = ["Composition", "compose"]
@@ -151,7 +153,7 @@ def _search_split(candidates: Sequence[Sequence[float]], objective: Callable[[li
 
 @dataclass(frozen=True)
 class Composition:
-    """Running summary of composed events of one unit (see the module docstring).
+    r"""Running summary of composed events of one unit (see the module docstring).
 
     Attributes:
         num_events: events composed.
@@ -263,45 +265,59 @@ class Composition:
                 eps, how = split, f"pure events summed + {split_how}"
         return eps, how
 
+    def _groups(self) -> list[tuple[Profile, int]]:
+        """The approximate-DP events' profiles, identical ones grouped with their count."""
+        counts: dict[Profile, int] = {}
+        for p in self.profiles:
+            counts[p] = counts.get(p, 0) + 1
+        return list(counts.items())
+
     def _rule_r(self, delta: float, conversion: str) -> tuple[float, str]:
         if not self.profiles:
             return self._curves_best(delta, conversion)
-        candidates = [[d for d in p[0] if d <= delta] for p in self.profiles]
+        groups = self._groups()  # m copies of one profile share their delta equally
+        candidates = [[d for d in p[0] if d * m <= delta] for p, m in groups]
 
         def objective(deltas: list[float]) -> float:
-            rest = delta - math.fsum(deltas)
+            rest = delta - math.fsum(d * m for d, (_, m) in zip(deltas, groups))
             if rest < 0:
                 return math.inf
             total = self._curves_best(rest, conversion)[0]
-            return total + math.fsum(_profile_epsilon(p, d) for p, d in zip(self.profiles, deltas))
+            return total + math.fsum(m * _profile_epsilon(p, d) for (p, m), d in zip(groups, deltas))
 
         eps, deltas = _search_split(candidates, objective, delta)
         if not math.isfinite(eps):
             return math.inf, "basic composition (delta too small for the approximate-DP events)"
-        how = self._curves_best(delta - math.fsum(deltas), conversion)[1]
+        how = self._curves_best(delta - math.fsum(d * m for d, (_, m) in zip(deltas, groups)), conversion)[1]
         how = "basic composition" if how == "no curve" else how + " + basic composition"
         return eps, how
 
     # ------------------------------------------------------------------ rule P
-    def _rule_p(self, delta: float, conversion: str) -> tuple[float, str]:
+    def _rule_p(self, delta: float, conversion: str) -> tuple[float, str] | None:
+        """Rule P, or ``None`` when the (epsilon, delta) pairs would have too many loss values."""
         base = composed_pld(self.pld_counts)
         blocks: list[list[float]] = []
         eps_of: list[Callable[[float], float]] = []
-        for p in self.profiles:
-            blocks.append([d for d in p[0] if d < delta])
+        copies: list[int] = []
+        for p, m in self._groups():
+            blocks.append([d for d in p[0] if d * m < delta])
             eps_of.append(lambda d, p=p: _profile_epsilon(p, d))
+            copies.append(m)
         if self.rdp_only_curve is not None or self.rdp_only_mu_squared > 0:
             rdp_only = Composition(curve=self.rdp_only_curve, mu_squared=self.rdp_only_mu_squared, num_events=1)
             blocks.append([delta * s for s in _RDP_SHARES])
             eps_of.append(lambda d: rdp_only._curve_epsilon(rdp_only.curve, d, conversion)[0])
+            copies.append(1)
         if base is None and not blocks:
             return 0.0, "no events"
+        if math.prod(m + 1 for m in copies) > MAX_COMBOS:
+            return None
 
         def objective(deltas: list[float]) -> float:
-            if math.fsum(deltas) >= delta:
+            if math.fsum(d * m for d, m in zip(deltas, copies)) >= delta:
                 return math.inf
-            pairs = [(f(d), d) for d, f in zip(deltas, eps_of)]
-            if not all(math.isfinite(e) for e, _ in pairs):
+            pairs = [(f(d), d, m) for d, f, m in zip(deltas, eps_of, copies)]
+            if not all(math.isfinite(e) for e, _, _ in pairs):
                 return math.inf
             return epsilon_for_delta(base, delta, pairs)
 
@@ -323,11 +339,12 @@ class Composition:
     def _compute(self, delta: float, conversion: str, use_pld: bool) -> tuple[float, str]:
         eps, how = self._rule_r(delta, conversion)
         exact = self.curve is None and not self.profiles  # all GDP: rule 1 is exact, no PLD can beat it
-        if use_pld and delta > 0 and not exact and pld_feasible(self.pld_counts) and (self.pld_counts or len(self.profiles) > 1
-                                      or (self.profiles and self.num_events > len(self.profiles))):
-            eps_p, how_p = self._rule_p(delta, conversion)
-            if eps_p < eps:
-                eps, how = eps_p, how_p
+        worth_it = bool(self.pld_counts) or len(self.profiles) > 1 or (
+            bool(self.profiles) and self.num_events > len(self.profiles))
+        if use_pld and delta > 0 and not exact and worth_it and pld_feasible(self.pld_counts):
+            rule_p = self._rule_p(delta, conversion)
+            if rule_p is not None and rule_p[0] < eps:
+                eps, how = rule_p
         return eps, how
 
     def epsilon(self, delta: float, *, conversion: Literal["balle", "standard"] = "balle",

@@ -39,6 +39,7 @@ from collections import OrderedDict
 from typing import Hashable, Mapping
 
 import numpy as np
+from scipy.stats import binom
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 
@@ -46,6 +47,7 @@ from .events import PrivacyEvent
 
 __all__ = [
     "PLD_DISCRETIZATION",
+    "MAX_COMBOS",
     "pld_key",
     "key_pld",
     "composed_pld",
@@ -252,31 +254,47 @@ def _suffixes(pld: PrivacyLossDistribution | None) -> list[_Suffix]:
     return suffixes
 
 
-def _combos(pairs: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray, float]:
-    """Shifts and weights of the finite losses of the composed (epsilon, delta) pairs, and their
-    total infinite mass."""
+#: Most distinct loss shifts the composed (epsilon, delta) pairs may have.
+MAX_COMBOS = 4096
+
+
+def _normalise_pairs(pairs) -> tuple[tuple[float, float, int], ...]:
+    out = []
+    for pair in pairs:
+        eps, delta, count = (*pair, 1) if len(pair) == 2 else pair
+        out.append((float(eps), float(delta), int(count)))
+    return tuple(out)
+
+
+def _combos(pairs: tuple[tuple[float, float, int], ...]) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Shifts and weights of the finite losses of the composed (epsilon, delta) pairs, each taken
+    ``count`` times, and their total infinite mass. ``count`` copies of one pair have the
+    binomial losses :math:`(2j - m)\epsilon`, :math:`j = 0..m`."""
     shifts, weights = np.zeros(1), np.ones(1)
     finite = 1.0
-    for eps, delta in pairs:
+    for eps, delta, count in pairs:
         tail = math.exp(-eps)  # eps >= 0: no overflow
-        up, down = (1.0 - delta) / (1.0 + tail), (1.0 - delta) * tail / (1.0 + tail)
-        shifts = np.concatenate([shifts + eps, shifts - eps])
-        weights = np.concatenate([weights * up / (1.0 - delta), weights * down / (1.0 - delta)]) \
-            if delta < 1.0 else np.concatenate([weights * 0.0, weights * 0.0])
-        finite *= 1.0 - delta
+        up = 1.0 / (1.0 + tail)  # P(+eps | finite); -eps otherwise
+        j = np.arange(count + 1)
+        pmf = binom.pmf(j, count, up)
+        shifts = (shifts[:, None] + (2 * j - count)[None, :] * eps).ravel()
+        weights = (weights[:, None] * pmf[None, :]).ravel()
+        finite *= (1.0 - delta) ** count
+        if shifts.size > MAX_COMBOS:
+            raise ValueError(f"the (epsilon, delta) pairs compose to more than {MAX_COMBOS} loss values")
     return shifts, weights * finite, 1.0 - finite
 
 
 def delta_for_epsilon(pld: PrivacyLossDistribution | None, epsilons, pairs=()) -> np.ndarray:
     r""":math:`\delta(\epsilon)` of ``pld`` composed with the pairs that dominate
-    :math:`(\epsilon_b, \delta_b)`-DP mechanisms, ``pairs = ((eps_b, delta_b), ...)``, at each of
-    ``epsilons`` (exact for the pairs: their losses are :math:`\pm\epsilon_b` or :math:`+\infty`).
-    The maximum over the PLD's add and remove distributions."""
+    :math:`(\epsilon_b, \delta_b)`-DP mechanisms, ``pairs = ((eps_b, delta_b[, count_b]), ...)``, at
+    each of ``epsilons`` (exact for the pairs: their losses are :math:`\pm\epsilon_b` or
+    :math:`+\infty`). The maximum over the PLD's add and remove distributions."""
     eps = np.atleast_1d(np.asarray(epsilons, dtype=np.float64))
-    shifts, weights, inf_mass = _combos(tuple(pairs))
+    shifts, weights, inf_mass = _combos(_normalise_pairs(pairs))
     best = np.zeros_like(eps)
     for part in _suffixes(pld):
-        total = inf_mass + sum(w * part.delta(eps - s) for s, w in zip(shifts, weights))
+        total = inf_mass + (part.delta(eps[:, None] - shifts[None, :]) * weights).sum(axis=1)
         best = np.maximum(best, total)
     return np.minimum(best, 1.0)
 
@@ -284,17 +302,18 @@ def delta_for_epsilon(pld: PrivacyLossDistribution | None, epsilons, pairs=()) -
 def epsilon_for_delta(pld: PrivacyLossDistribution | None, delta: float, pairs=()) -> float:
     """The smallest epsilon >= 0 with :func:`delta_for_epsilon` at most ``delta`` (``inf`` when
     the infinite losses alone exceed it); the returned value errs on the large side by at most
-    about 1e-7 of the loss range."""
-    pairs = tuple((float(e), float(d)) for e, d in pairs)
-    if len(pairs) > 12:
-        raise ValueError("at most 12 (epsilon, delta) pairs can be composed exactly here")
+    about 1e-7 of the loss range. ``pairs`` as in :func:`delta_for_epsilon`; at most
+    4,096 distinct loss shifts in all (``ValueError`` beyond)."""
+    pairs = _normalise_pairs(pairs)
     parts = _suffixes(pld)
     shifts, weights, inf_mass = _combos(pairs)
+    keep = weights > 0
+    shifts, weights = shifts[keep], weights[keep]
 
     def f(eps: np.ndarray) -> np.ndarray:
         best = np.zeros_like(eps)
         for part in parts:
-            best = np.maximum(best, inf_mass + sum(w * part.delta(eps - s) for s, w in zip(shifts, weights)))
+            best = np.maximum(best, inf_mass + (part.delta(eps[:, None] - shifts[None, :]) * weights).sum(axis=1))
         return best
 
     hi = max(p.max_loss for p in parts) + float(shifts.max()) + 1.0

@@ -234,7 +234,7 @@ def _check_bounds(data: Data, *, method: str, level: str, min_degree: int, degre
 def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: float, level: str = "edge",
                 min_degree: int, max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
                 degree_floor: bool = False, accountant: Optional[PrivacyAccountant] = None,
-                seed: Optional[int] = None) -> CaribouResult:
+                seed: Optional[int] = None, num_classes: Optional[int] = None) -> CaribouResult:
     """Train and evaluate one configuration on ``data`` (``x``, ``edge_index``, ``y`` and masks).
 
     ``epsilon = math.inf`` runs without noise. ``min_degree`` (with ``degree_floor``) and,
@@ -245,7 +245,10 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     num_nodes`` (the node universe, see the module notes) and every degree ``<= max_degree``
     (bound the degrees first). ``seed`` fixes the initialisation and the noise for
     reproducible experiments (it voids the guarantee). The releases are charged to
-    ``accountant`` (a fresh one when ``None``), returned in the result.
+    ``accountant`` (a fresh one when ``None``), returned in the result. ``num_classes`` sets
+    the width of the heads; pass it at node level, where it is otherwise read off the labels
+    (``data.y.max() + 1``), which a neighbouring dataset could change if it held the only
+    node of the last class and its slot's label were dropped.
     """
     if level not in ("edge", "node"):
         raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
@@ -260,7 +263,12 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     present = _check_bounds(data, method=config.method, level=level, min_degree=min_degree,
                             degree_floor=degree_floor, max_degree=max_degree, num_nodes=num_nodes)
     x, y, edge_index = data.x.float(), data.y, data.edge_index
-    num_classes = int(y.max()) + 1
+    if num_classes is None:  # the classes are public (the width of every head); read off the labels if not given
+        num_classes = int(y.max()) + 1
+    elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"`num_classes` must be an integer >= 2; got {num_classes!r}")
+    if int(y.max()) >= num_classes or int(y.min()) < 0:
+        raise ValueError(f"`data.y` must hold class indices in [0, num_classes={num_classes})")
     node_private = private and level == "node"
     num_train = int(data.train_mask.sum())  # public: the split's size over the node universe
     train, val, test = data.train_mask, data.val_mask, data.test_mask

@@ -136,3 +136,16 @@ def test_gcon_calibrated_to_a_shared_budget_leaves_room_for_the_planned_release(
         fresh.register(later)
     with pytest.raises(ValueError, match="no budget"):
         largest_affordable_epsilon(PrivacyAccountant(), lambda e: objective_perturbation_event(_gcon(e)))
+
+
+def test_many_fits_in_one_ledger_compose_quickly_and_tightly():
+    acct = PrivacyAccountant()
+    event = objective_perturbation_event(_gcon(0.5, 1e-6, 2.0))  # Eq. 22 leaves this Lambda alone
+    for _ in range(200):  # identical fits are grouped: 201 loss values, not 2^200 combinations
+        acct.register(event)
+    eps = acct.epsilon("edge", 1e-4)
+    assert math.isfinite(eps)
+    basic = PrivacyAccountant(pld=False)
+    for ev in acct.events:
+        basic.register(ev)
+    assert 0.5 < eps < basic.epsilon("edge", 1e-4)  # the PLD of 200 pairs beats basic composition

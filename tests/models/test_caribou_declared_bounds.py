@@ -105,3 +105,13 @@ def test_fit_dp_sgd_samples_at_the_public_rate(chain):
     with pytest.raises(ValueError, match="num_examples"):
         fit_dp_sgd(torch.nn.Linear(5, 2), chain.x, chain.y, mask, noise_multiplier=1.0, accountant=acct,
                    epochs=1, num_examples=4)
+
+
+def test_num_classes_is_a_public_argument(chain):
+    config = CaribouConfig("caribou", K=2, encoder_dim=None, hidden=8, batch_size=8, **FAST)
+    acct = PrivacyAccountant()
+    with pytest.raises(ValueError, match="num_classes"):
+        run_caribou(chain, config, epsilon=2.0, delta=1e-2, accountant=acct, seed=0, num_classes=1, **NODE)
+    assert len(acct) == 0
+    result = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, seed=0, num_classes=5, **NODE)
+    assert result.model.logits(chain.x, chain.edge_index).shape == (48, 5)  # the width follows the argument
