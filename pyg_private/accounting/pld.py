@@ -148,26 +148,19 @@ def _lru_put(cache: OrderedDict, key: Hashable, value, size: int) -> None:
 
 
 def _build(key: PLDKey) -> PrivacyLossDistribution:
-    kind = key[0]
+    kind, value = key[0], float(key[1])
     dx = PLD_DISCRETIZATION
+    if kind != "poisson_gaussian" and value == 0.0:  # no loss at all
+        return _pld.identity(value_discretization_interval=dx)
     if kind == "gaussian":
-        mu = float(key[1])
-        if mu == 0.0:
-            return _pld.identity(value_discretization_interval=dx)
-        return _pld.from_gaussian_mechanism(1.0, sensitivity=mu, value_discretization_interval=dx)
+        return _pld.from_gaussian_mechanism(1.0, sensitivity=value, value_discretization_interval=dx)
     if kind == "poisson_gaussian":
-        return _pld.from_gaussian_mechanism(float(key[1]), sensitivity=1.0, sampling_prob=float(key[2]),
+        return _pld.from_gaussian_mechanism(value, sensitivity=1.0, sampling_prob=float(key[2]),
                                             value_discretization_interval=dx)
     if kind == "laplace":
-        ratio = float(key[1])
-        if ratio == 0.0:
-            return _pld.identity(value_discretization_interval=dx)
-        return _pld.from_laplace_mechanism(1.0, sensitivity=ratio, value_discretization_interval=dx)
+        return _pld.from_laplace_mechanism(1.0, sensitivity=value, value_discretization_interval=dx)
     if kind == "pure":
-        eps = float(key[1])
-        if eps == 0.0:
-            return _pld.identity(value_discretization_interval=dx)
-        return approximate_dp_pld(eps, 0.0)
+        return approximate_dp_pld(value, 0.0)
     raise ValueError(f"unknown PLD key {key!r}")
 
 

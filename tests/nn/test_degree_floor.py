@@ -25,6 +25,7 @@ from pyg_private.accounting import UntrackedPrivacyWarning
 from pyg_private.accounting.contractive import edge_sensitivity
 from pyg_private.nn import ContractiveGraphLayer
 from pyg_private.utils.adjacency import normalized_adjacency_csr
+from brute_force import sup_frobenius
 
 C_L = 0.9
 
@@ -53,23 +54,6 @@ def _operators(layer, n, masks, pairs):
     return layer._hop(adj, self_loop, eye, None, None).view(len(masks), n, n).numpy()
 
 
-def _sup_frobenius(M, rng, starts=2, iters=40):
-    """Lower bounds of sup ||M X||_F over X with rows in the unit ball, per matrix of M [B, m, k]:
-    exact for one column (every sign vector), and a power method with k columns."""
-    k = M.shape[2]
-    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=k))).T
-    best = np.linalg.norm(M @ signs, axis=1).max(axis=1)
-    G = np.einsum("bji,bjl->bil", M, M)
-    for _ in range(starts):
-        X = rng.standard_normal((M.shape[0], k, k))
-        X /= np.linalg.norm(X, axis=2, keepdims=True)
-        for _ in range(iters):
-            X = G @ X
-            X /= np.maximum(np.linalg.norm(X, axis=2, keepdims=True), 1e-300)
-        best = np.maximum(best, np.linalg.norm(M @ X, axis=(1, 2)))
-    return best
-
-
 def _edge_toggles(layer, max_nodes, rng):
     """Largest measured change of one hop over every graph on 2..max_nodes nodes and every
     single-edge toggle."""
@@ -79,7 +63,7 @@ def _edge_toggles(layer, max_nodes, rng):
         masks = list(range(1 << len(pairs)))
         ops = _operators(layer, n, masks, pairs)
         small, large = zip(*[(m, m | 1 << k) for m in masks for k in range(len(pairs)) if not m >> k & 1])
-        worst = max(worst, float(_sup_frobenius(ops[list(large)] - ops[list(small)], rng).max()))
+        worst = max(worst, float(sup_frobenius(ops[list(large)] - ops[list(small)], rng).max()))
     return worst
 
 
@@ -111,7 +95,7 @@ def test_floor_keeps_eq6_on_random_larger_graphs(D):
         base = sum(1 << k for k in range(len(pairs)) if rng.random() < rng.uniform(0.1, 0.8))
         masks = [base] + [base ^ (1 << k) for k in range(len(pairs))]
         ops = _operators(layer, n, masks, pairs)
-        worst = max(worst, float(_sup_frobenius(ops[1:] - ops[:1], rng, starts=1).max()))
+        worst = max(worst, float(sup_frobenius(ops[1:] - ops[:1], rng, starts=1).max()))
     assert worst <= layer.sensitivity * (1 + 1e-12)
 
 

@@ -27,6 +27,7 @@ import torch
 
 from pyg_private.accounting import UntrackedPrivacyWarning, node_sensitivity
 from pyg_private.nn import ContractiveGraphLayer
+from brute_force import sup_frobenius
 
 SETTINGS = [(0.9, 1.0, 0.0, 1.0), (0.9, 0.8, 0.5, 0.997), (0.5, 0.3, 2.0, 0.971), (0.99, 0.5, 0.0, 0.994)]
 
@@ -53,21 +54,6 @@ def _operators(layer, n, masks, pairs):
     eye = torch.eye(n, dtype=torch.float64).repeat(len(masks), 1)
     batch = torch.arange(len(masks)).repeat_interleave(n)
     return layer._hop(adj, self_loop, eye, None, batch).view(len(masks), n, n).numpy()
-
-
-def _sup_frobenius(M, rng, starts=2, iters=40):
-    k = M.shape[2]
-    signs = np.array(list(itertools.product((-1.0, 1.0), repeat=k))).T
-    best = np.linalg.norm(M @ signs, axis=1).max(axis=1)
-    G = np.einsum("bji,bjl->bil", M, M)
-    for _ in range(starts):
-        X = rng.standard_normal((M.shape[0], k, k))
-        X /= np.linalg.norm(X, axis=2, keepdims=True)
-        for _ in range(iters):
-            X = G @ X
-            X /= np.maximum(np.linalg.norm(X, axis=2, keepdims=True), 1e-300)
-        best = np.maximum(best, np.linalg.norm(M @ X, axis=(1, 2)))
-    return best
 
 
 def _brute_force(c, a1, beta, rng):
@@ -102,7 +88,7 @@ def _brute_force(c, a1, beta, rng):
                 kw = dict(contraction=c, alpha1=a1, alpha2=1.0 - a1, beta=beta, min_degree=d_min, max_degree=d_max)
                 bounds.append(universe_node_sensitivity(num_nodes=n, **kw))
                 eq8.append(node_sensitivity(num_nodes=n, **kw))
-        measured = np.maximum(_sup_frobenius(np.stack(M1), rng), _sup_frobenius(np.stack(M2), rng))
+        measured = np.maximum(sup_frobenius(np.stack(M1), rng), sup_frobenius(np.stack(M2), rng))
         worst = max(worst, float((measured / np.array(bounds)).max()))
         worst_eq8 = max(worst_eq8, float((measured / np.array(eq8)).max()))
     return worst, worst_eq8
