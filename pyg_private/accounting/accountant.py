@@ -8,7 +8,7 @@ r"""The privacy accountant: one ledger per unit, composition, conversion and bud
     acct.epsilon("edge", delta=1e-5)
     print(acct.report())
 
-Guarantees this class keeps (``DESIGN.md`` §1, ``STYLE.md``):
+Guarantees this class keeps:
 
 * an event is validated in full, and the new totals are computed, **before** any state
   changes; a rejected event (bad record, incompatible grid, budget) leaves the ledger

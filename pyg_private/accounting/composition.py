@@ -1,4 +1,4 @@
-r"""Composition of privacy events within one unit (``DESIGN.md`` §1), as pure values.
+r"""Composition of privacy events within one unit, as pure values.
 
 A :class:`Composition` is an immutable running summary of the events composed so
 far; :meth:`Composition.add` returns a new summary and never mutates, so a caller

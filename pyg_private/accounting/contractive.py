@@ -1,6 +1,8 @@
 r"""Sensitivities and the convergent GDP bound of CARIBOU's perturbed contractive graph layer.
 
-One hop of the contractive graph layer (CGL, ``specs/caribou.md`` §2) is
+One hop of the contractive graph layer (CGL) of CARIBOU (Zheng, Li, Li and Wang, "Convergent Privacy
+Framework with Contractive GNN Layers for Multi-hop Aggregations", 2025, arXiv:2506.22727; Eq. (4),
+perturbed and projected as in Algorithm 1) is
 
 .. math::
     X^{(k+1)} = \Pi_{\mathcal K}\Big(C_L\big(\alpha_1 \hat A X^{(k)} + \alpha_2\,\mathrm{Mean}(X^{(k)})\big)
@@ -13,7 +15,8 @@ noise *multiplier* (std = ``noise_multiplier * Delta``) and :math:`\Delta` the F
 sensitivity of one CGL map, measured **before** the projection (the noise is added there).
 
 If only :math:`X^{(K)}` is released and :math:`C_L < 1`, the K hops are
-:math:`\sqrt{\rho_K(C_L)}/\sigma`-GDP (spec §4.2-4.3, Bok et al. Thm C.5) with
+:math:`\sqrt{\rho_K(C_L)}/\sigma`-GDP (CARIBOU Theorems 5-6, Sec. 5.2, after Bok et al. 2024, Thm C.5 and
+Thm 4.2; the paper states the RDP form, its proof in App. C.2 shows this GDP bound) with
 
 .. math::
     \rho_K(c) = \frac{(1 - c^K)(1 + c)}{(1 + c^K)(1 - c)} \le \min\Big(K, \frac{1 + c}{1 - c}\Big),
@@ -22,7 +25,8 @@ against :math:`\sqrt K/\sigma` for linear (K-fold GDP) composition. :math:`\Delt
 
 Everything here is pure float math (no torch). The degree and node-count arguments are
 **public declared bounds** over every graph the user considers; they must never be read off
-the private graph (spec §4.7 item 1).
+the private graph: a bound read off the observed graph is data-dependent and can fail (see the
+counterexample in :func:`edge_sensitivity`).
 """
 from __future__ import annotations
 
@@ -95,7 +99,7 @@ def _g(d: float) -> float:
 
 
 def _f(d: float) -> float:
-    """f(d) = d/sqrt(d+1) - d/sqrt(d+2) = d g(d) (spec §4.4); increasing on [0, 3], decreasing on [3, inf)."""
+    """f(d) = d/sqrt(d+1) - d/sqrt(d+2) = d g(d) (Eq. (7)); increasing on [0, 3], decreasing on [3, inf)."""
     return d * _g(d)
 
 
@@ -156,15 +160,17 @@ def edge_sensitivity(*, contraction: float, alpha1: float, min_degree: int) -> f
     the minimum degree of an observed graph that contains the edge is wrong: on a 30-cycle,
     removing one edge achieves :math:`\|(\hat A - \hat A')X\|_F = 0.820` against Eq. (6)'s
     0.655 at :math:`D = 2`; the bound of the graph without the edge, :math:`D = 1`, gives
-    0.971 and holds (spec §4.7 item 1). Never compute it from the private graph.
+    0.971 and holds (all three per unit :math:`\alpha_1 C_L`). Never compute it from the
+    private graph.
 
     ``min_degree = 0`` (isolated nodes possible) is outside Eq. (7) and uses the fallback
-    :math:`\sqrt2\,\alpha_1 C_L` (spec §4.7 item 1), attained by joining two isolated nodes
-    with :math:`x_u = -x_v`.
+    :math:`\sqrt2\,\alpha_1 C_L`, attained by joining two isolated nodes with
+    :math:`x_u = -x_v`.
 
     Both Eq. (6) and the fallback are certified by a row-wise bound that also counts the
-    rows of the neighbours of u and v, which the paper's proof omits (spec §4.7 item 2):
-    see :func:`_edge_sensitivity_certificate`; the tests check certificate <= Eq. (6).
+    rows of the neighbours of u and v, which the paper's proof of Theorem 8 (App. C.3) omits
+    (with symmetric normalisation :math:`\hat A_{wu}` depends on :math:`d_u`, so those rows
+    change too): see :func:`_edge_sensitivity_certificate`; the tests check certificate <= Eq. (6).
     """
     c = _check_contraction(contraction)
     a1 = check_probability(alpha1, "alpha1")
@@ -227,11 +233,13 @@ def _paper_node_sensitivity(*, contraction: float, alpha1: float, alpha2: float,
         1 + \alpha_2 C_L\frac{2|V|}{|V|+1} + \alpha_1 C_L\Big(\frac{\sqrt{D_{\max}}}{(D_{\min}+1)(D_{\min}+2)}
         + \frac{C(D_{\min})\sqrt{D_{\max}}}{\sqrt{D_{\min}+1}} + \frac{1}{\sqrt{D_{\min}+2}}\Big)
 
-    The spec's reference value is 3.7818 at (0.9, 0.8, 0.2, 1, 100, 2708). The leading "1"
-    assumes the new node's row has norm <= 1; before the projection it does not (the row sums
-    of :math:`\hat A'` exceed 1 when the new node has many low-degree neighbours, and
-    :math:`\beta X^{(0)}_v` adds :math:`\beta`), and the rows of the neighbours' neighbours,
-    whose normalisation changes too, are missing. See :func:`node_sensitivity`.
+    Reference value, computed from Eq. (8) at (``contraction``, ``alpha1``, ``alpha2``,
+    ``min_degree``, ``max_degree``, ``num_nodes``) = (0.9, 0.8, 0.2, 1, 100, 2708): 3.7818.
+    The leading "1" assumes the new node's row has norm <= 1; before the projection it does
+    not (the row sums of :math:`\hat A'` exceed 1 when the new node has many low-degree
+    neighbours, and :math:`\beta X^{(0)}_v` adds :math:`\beta`), and the rows of the
+    neighbours' neighbours, whose normalisation changes too, are missing. See
+    :func:`node_sensitivity`.
     """
     c = _check_contraction(contraction)
     Dmin = _check_non_negative_int(min_degree, "min_degree")
@@ -255,16 +263,18 @@ def node_sensitivity(*, contraction: float, alpha1: float, alpha2: float, beta: 
     :math:`X^{(0)}` with rows in the unit ball, **before** the projection (where the noise is
     added), one row block at a time and combine the blocks in Frobenius norm:
 
-    * **The new node's own row** (the paper's "1", spec §4.7 item 3):
+    * **The new node's own row** (the leading "1" of Eq. (8), which assumes the row has norm
+      :math:`\le 1`; proof of Theorem 9, App. C.3):
       :math:`\|C_L(\alpha_1(\hat A'X)_v + \alpha_2\,\mathrm{Mean}'(X)) + \beta X^{(0)}_v\|
       \le C_L(\alpha_1 R + \alpha_2) + \beta`, where :math:`R` bounds the row sum of
       :math:`\hat A'` at v, :math:`R(d_v) = 1/(d_v+1) + d_v/\sqrt{(d_v+1)(D_{\min}+2)}`.
       R is quasi-convex in :math:`d_v` (its derivative changes sign once), so
       :math:`R \le \max(1, R(D_{\max}))`. R can be far above 1: a new node joined to 100
-      nodes of degree 1 has row sum 5.75 (the spec's example), which breaks Eq. (8) even with
-      :math:`\beta = 0`. The own-row term is floored at 1, the value of Eq. (8), so that the
-      correction never undercuts the paper there (not needed by the derivation, which gives
-      :math:`C_L < 1` when :math:`\beta = 0` and R = 1; a deliberate conservative choice).
+      nodes of degree 1 has row sum :math:`1/101 + 100/\sqrt{101 \cdot 3} \approx 5.75`, which
+      breaks Eq. (8) even with :math:`\beta = 0`. The own-row term is floored at 1, the value
+      of Eq. (8), so that the correction never undercuts the paper there (not needed by the
+      derivation, which gives :math:`C_L < 1` when :math:`\beta = 0` and R = 1; a deliberate
+      conservative choice).
     * **Rows of the existing nodes**, with :math:`p, q` the normalisation factors before and
       after, :math:`g(d) = 1/\sqrt{d+1} - 1/\sqrt{d+2}`, :math:`f(d) = d g(d)`,
       :math:`h(d) = \sqrt d g(d)` and :math:`D' = \max(D_{\min}, 1)`:
@@ -312,11 +322,11 @@ def node_sensitivity(*, contraction: float, alpha1: float, alpha2: float, beta: 
 
     Returns:
         :math:`\Delta_n`. It can be smaller than Eq. (8) (mainly through the mean term) and is
-        larger where Eq. (8) fails (small ``min_degree`` against ``max_degree``). At the spec's
-        reference arguments (0.9, 0.8, 0.2, beta 0, 1, 100, 2708) it is 5.3853 against
-        Eq. (8)'s 3.7818; the tests hold a graph with these bounds (1354 disjoint edges, the new
-        node joined to both ends of 50 of them) that reaches 4.758 at constant X, and 5.155 when
-        maximised over X on a 200-node copy.
+        larger where Eq. (8) fails (small ``min_degree`` against ``max_degree``). At the
+        reference arguments of :func:`_paper_node_sensitivity` (0.9, 0.8, 0.2, beta 0, 1, 100,
+        2708) it is 5.3853 against Eq. (8)'s 3.7818; the tests hold a graph with these bounds
+        (1354 disjoint edges, the new node joined to both ends of 50 of them) that reaches
+        4.758 at constant X, and 5.155 when maximised over X on a 200-node copy.
     """
     c = _check_contraction(contraction)
     a1 = check_probability(alpha1, "alpha1")

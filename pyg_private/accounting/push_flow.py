@@ -12,7 +12,8 @@ for restart probability :math:`\alpha` and :math:`T` push iterations; personaliz
 (the seed uncapped) covers edges not incident to the seed only. The release adds
 i.i.d. :math:`\mathrm{Lap}(0, b)` to every coordinate, so one column costs the Laplace
 RDP curve :math:`g_\alpha(b, \Delta_1)` (all the shift on one coordinate is the worst
-case, spec ``noisy_diffusion.md`` §3.1); :math:`C` columns released to one party compose
+case: the multi-dimensional Laplace bound of Wei, Chien and Li, NeurIPS 2024,
+arXiv:2407.00077, App. F.2, Eq. (46)); :math:`C` columns released to one party compose
 to :math:`C\,g_\alpha(b, \Delta_1)`. The bound is checked by brute force on small graphs
 in ``tests/nn/test_push_flow_sensitivity.py``.
 """

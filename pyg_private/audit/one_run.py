@@ -76,7 +76,7 @@ __all__ = ["OneRunAudit", "one_run_p_value", "one_run_epsilon_lower_bound", "one
 
 @dataclass(frozen=True)
 class OneRunAudit:
-    """The result of a one-run audit.
+    r"""The result of a one-run audit.
 
     Attributes:
         epsilon (float): the lower bound on epsilon (0 when nothing can be claimed), for

@@ -1,6 +1,6 @@
 """Where the datasets live: an explicit ``root``, an offline copy, or a download cache.
 
-Resolution rules (see ``DESIGN.md`` §5 and ``shared/data/README.md``):
+Resolution rules:
 
 1. An explicit ``root`` is used as is, exactly as PyG would use it: if it already
    holds the raw files, PyG processes them offline; otherwise PyG downloads them.

@@ -2,8 +2,8 @@
 
 A seeded ``torch.Generator`` makes experiments reproducible and **voids the privacy
 guarantee** (whoever knows the seed can subtract the noise). Floating-point attacks on
-Laplace/Gaussian samplers (Mironov 2012) are not mitigated yet (a ``secure`` mode is
-planned, ``DESIGN.md`` §4).
+Laplace/Gaussian samplers (Mironov 2012) are not mitigated yet (floating-point-safe,
+grid-valued noise and a ``secure_mode`` are planned).
 """
 from __future__ import annotations
 

@@ -72,7 +72,8 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tens
         q (float): probability of reporting a pair's true bit, in :math:`[1/2, 1)`.
         keep_nodes (Tensor, optional): nodes whose pairs are reported truthfully (not
             randomised): the personalized setting, where a seed already knows its own
-            edges (spec ``noisy_diffusion.md`` §4.2).
+            edges (the personalized Edge-Flipping baseline of Wei, Chien and Li, NeurIPS 2024,
+            arXiv:2407.00077, Sec. 4 "Baselines", which excludes the seed's edges from flipping).
         generator (torch.Generator, optional): reproducibility only.
 
     Returns:

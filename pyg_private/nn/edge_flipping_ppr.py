@@ -22,8 +22,8 @@ __all__ = ["EdgeFlippingPPR"]
 
 class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
     r"""Edge-private personalized PageRank by randomising the graph first, the
-    Edge-Flipping baseline of Wei, Chien and Li (NeurIPS 2024, §4; spec
-    ``noisy_diffusion.md`` §4.2).
+    Edge-Flipping baseline of Wei, Chien and Li (NeurIPS 2024, arXiv:2407.00077, Sec. 4
+    "Baselines" and App. E).
 
     Every node pair keeps its true bit with probability :math:`q` and is flipped
     otherwise (:func:`pyg_private.mechanisms.flip_edges`, sampled in time proportional

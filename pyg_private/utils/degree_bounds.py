@@ -39,6 +39,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..accounting.contractive import _f, _h
 from ..accounting.validation import check_non_negative, check_positive_int, check_probability
 
 __all__ = [
@@ -303,18 +304,6 @@ def universe_node_sensitivity(*, contraction: float, alpha1: float, alpha2: floa
     second_order = Dmax * _h(Dp) / math.sqrt(max(Dp, Dmax) + 1.0)
     rows = c * a1 * (neighbour_rows + second_order)
     return max(math.hypot(later, rows), math.hypot(first, rows) + c * a2 / math.sqrt(n))
-
-
-def _g(d: float) -> float:
-    return 1.0 / math.sqrt(d + 1.0) - 1.0 / math.sqrt(d + 2.0)
-
-
-def _f(d: float) -> float:
-    return d * _g(d)
-
-
-def _h(d: float) -> float:
-    return math.sqrt(d) * _g(d)
 
 
 def _check_count(value: object, name: str) -> int:

@@ -1,8 +1,9 @@
 r"""Lazy PPR of every seed on a released graph whose seed row is restored to the truth.
 
-Personalized Edge-Flipping (spec ``noisy_diffusion.md`` §4.2) runs the noise-free lazy
-PPR of seed :math:`v` on the randomised graph :math:`\tilde{\mathbf{A}}` with
-:math:`v`'s own row and column put back to the truth (the seed knows its own edges):
+Personalized Edge-Flipping (the baseline of Wei, Chien and Li, NeurIPS 2024, arXiv:2407.00077,
+Sec. 4 "Baselines") runs the noise-free lazy PPR of seed :math:`v` on the randomised graph
+:math:`\tilde{\mathbf{A}}` with :math:`v`'s own row and column put back to the truth (the seed
+knows its own edges):
 :math:`\mathbf{A}_v = \tilde{\mathbf{A}} + \mathbf{E}_v`, where :math:`\mathbf{E}_v` is
 non-zero only in row and column :math:`v`. Building one graph per seed would cost
 :math:`C` copies of a dense-ish graph. Instead all seeds share :math:`\tilde{\mathbf{A}}`
