@@ -31,6 +31,7 @@ from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_epsilon
 from ..mechanisms._noise import check_generator
 from ..mechanisms.square_wave import sample_k_subsets
+from ._fingerprint import ReleaseFingerprints
 from ._fingerprint import crc32_update as _crc
 
 __all__ = ["LocalFeatureRelease", "FeatureRange"]
@@ -112,8 +113,8 @@ class LocalFeatureRelease(BaseTransform):
         self.accountant = accountant
         self.generator = generator
         self.name = name or self.mechanism
-        # fingerprint of each raw input released by this instance -> nodes released
-        self._released: dict[tuple, Tensor] = {}
+        # keyed fingerprint of each raw input released by this instance -> nodes released
+        self._released = ReleaseFingerprints()
 
     # ------------------------------------------------------------------ hooks
     def _num_coordinates(self, d: int) -> int:
@@ -353,7 +354,7 @@ class LocalFeatureRelease(BaseTransform):
                 "(pass allow_recompose=True to do it and be charged again)"
             )
         crc = self._scan(x, ids, rng, rows)
-        key = (self.attr, tuple(x.shape), str(x.dtype), crc)
+        key = self._released.digest(self.attr, tuple(x.shape), str(x.dtype), crc)
         seen = self._released.get(key)
         if seen is not None and bool((seen.to(device) & new_mask).any()) and not self.allow_recompose:
             raise ValueError(

@@ -20,7 +20,7 @@ from ..accounting import (
 from ..mechanisms.edge_flipping import flip_edges
 from ..utils import simple_undirected
 from ..utils.graph_validation import declared_num_nodes
-from ._fingerprint import crc32_rows
+from ._fingerprint import ReleaseFingerprints, crc32_rows
 
 __all__ = ["EdgeRandomizedResponse"]
 
@@ -62,8 +62,9 @@ class EdgeRandomizedResponse(BaseTransform):
     every access, on a fresh copy of the raw graph, each access a new release charged
     anew; use it as ``pre_transform=`` (or call it once) to release one noisy graph. Two
     guards: data it has randomised are marked, and randomising them again raises; and
-    this instance remembers a fingerprint (CRC-32) of every graph it released, so the
-    second access through ``transform=`` raises too. ``allow_recompose=True`` allows
+    this instance remembers a keyed fingerprint of every graph it released (a secret-keyed
+    BLAKE2b digest, never pickled or copied), so the second access through ``transform=``
+    raises too. ``allow_recompose=True`` allows
     both and charges every call. (DataLoader workers hold copies of the transform: the
     fingerprint guard is per process.)
 
@@ -110,8 +111,8 @@ class EdgeRandomizedResponse(BaseTransform):
         self.allow_recompose = allow_recompose
         self.generator = generator
         self.name = name
-        # fingerprints (num_nodes, edges, CRC-32 of the canonical edge_index) of the graphs released
-        self._released: set[tuple[int, int, int]] = set()
+        # keyed digests of (num_nodes, edges, CRC-32 of the canonical edge_index) of the graphs released
+        self._released = ReleaseFingerprints()
 
     @property
     def allow_repeat(self) -> bool:
@@ -145,7 +146,7 @@ class EdgeRandomizedResponse(BaseTransform):
             keep = self.keep_nodes.to(edge_index.device)
             if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= n):
                 raise ValueError(f"`keep_nodes` must lie in [0, {n}); got range [{int(keep.min())}, {int(keep.max())}]")
-        key = (n, edge_index.size(1), crc32_rows(edge_index.t()))
+        key = self._released.digest(n, edge_index.size(1), crc32_rows(edge_index.t()))
         if key in self._released and not self.allow_recompose:
             raise ValueError(
                 "EdgeRandomizedResponse has already released this exact graph (same nodes and edges). A second "
@@ -155,7 +156,7 @@ class EdgeRandomizedResponse(BaseTransform):
             )
         charge(self.accountant, self.event(), self)
         data.edge_index = flip_edges(edge_index, n, self.q, keep_nodes=keep, generator=self.generator)
-        self._released.add(key)
+        self._released[key] = True
         for attr in ("edge_attr", "edge_weight", "adj", "adj_t"):
             if attr in data:
                 del data[attr]

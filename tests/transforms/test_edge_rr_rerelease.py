@@ -2,7 +2,7 @@
 
 As a dataset's ``transform=`` it runs at every access on a fresh copy of the raw graph, which
 carries no mark: three accesses were three releases (pure epsilon 18 at epsilon 6), and the
-copies together remove the noise. The transform remembers a CRC-32 fingerprint of every graph
+copies together remove the noise. The transform remembers a keyed fingerprint of every graph
 it released, like the local feature transforms, and refuses a second release unless
 ``allow_recompose=True``."""
 import warnings
@@ -120,3 +120,29 @@ def test_the_fingerprint_code_is_shared_with_the_feature_transforms():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="allow_recompose"):
             t(Data(x=x.clone()))
+
+
+@pytest.mark.parametrize("make", [lambda: EdgeRandomizedResponse(epsilon=2.0),
+                                  lambda: HDSFeaturePerturb(epsilon=1.0, k=2, feature_range=(0.0, 1.0))])
+def test_the_remembered_fingerprints_reveal_nothing_and_never_leave_the_object(make):
+    import copy
+    import pickle
+    import zlib
+
+    transform = make()
+    data = Data(x=torch.rand(N, 4), edge_index=to_undirected(_graph()), num_nodes=N)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        transform(data.clone())
+    memory = transform._released
+    assert len(memory) == 1
+    (digest,) = list(memory)
+    # not a checksum of the raw data (an attacker could test a candidate graph against that),
+    # nor the edge count: a digest under a per-instance secret
+    raw = (data.edge_index.t().contiguous().numpy(), data.x.contiguous().numpy())
+    assert all(digest != zlib.crc32(r).to_bytes(4, "little") for r in raw)
+    assert data.edge_index.size(1) not in memory and str(data.edge_index.size(1)).encode() not in digest
+    assert make()._released.digest(1, 2, 3) != memory.digest(1, 2, 3)  # secrets differ per instance
+    for clone in (pickle.loads(pickle.dumps(transform)), copy.deepcopy(transform)):
+        assert len(clone._released) == 0  # nothing private is pickled or copied
+    assert b"digest" not in pickle.dumps(transform) and digest not in pickle.dumps(transform)
