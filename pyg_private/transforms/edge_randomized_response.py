@@ -54,8 +54,9 @@ class EdgeRandomizedResponse(BaseTransform):
     one edge at that node would randomise different pairs and return different node
     counts. Data without a declared count raise ``ValueError`` before anything is charged.
 
-    Edge attributes (``edge_attr``, ``edge_weight``) belong to the true edges and are
-    removed, as is a sparse ``adj``/``adj_t`` (the true graph). The expected number of
+    Edge attributes (every attribute whose name contains ``edge``, such as ``edge_attr`` and
+    ``edge_weight``, and PyG's ``e_id``) belong to the true edges and are removed, as is a
+    sparse ``adj``/``adj_t`` (the true graph). The expected number of
     edges grows to about :math:`(1-q)\,n^2/2`.
 
     **Every call is a release.** Used as a dataset's ``transform=`` it would run again at
@@ -157,8 +158,8 @@ class EdgeRandomizedResponse(BaseTransform):
         charge(self.accountant, self.event(), self)
         data.edge_index = flip_edges(edge_index, n, self.q, keep_nodes=keep, generator=self.generator)
         self._released[key] = True
-        for attr in ("edge_attr", "edge_weight", "adj", "adj_t"):
-            if attr in data:
+        for attr in list(data.keys()):  # everything aligned with (or built from) the true edges
+            if attr != "edge_index" and ("edge" in attr or attr in ("e_id", "adj", "adj_t")):
                 del data[attr]
         if declared_num_nodes(data) != n:
             data.num_nodes = n
