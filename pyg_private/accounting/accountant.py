@@ -100,7 +100,8 @@ class PrivacyAccountant:
     @property
     def budget(self) -> dict[str, tuple[float, float]]:
         """The budgets, ``{unit: (epsilon, delta)}``."""
-        return {u.value: b for u, b in self._budget.items()}
+        with self._lock:
+            return {u.value: b for u, b in self._budget.items()}
 
     def set_budget(self, unit: str | Unit, budget: tuple[float, float] | float | None) -> None:
         """Set (or with ``None`` remove) the budget of ``unit``. Past spending is not refunded."""
@@ -297,14 +298,18 @@ class PrivacyAccountant:
 
     # ------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: budgets, conversion and every event (JSON-compatible)."""
+        """Everything needed to resume: budgets, conversion and every event (JSON-compatible),
+        taken at one instant (under the lock)."""
+        with self._lock:
+            budget = {u.value: list(b) for u, b in self._budget.items()}
+            events = list(self._events)
         return {
             "format": _STATE_FORMAT,
             "version": _STATE_VERSION,
             "conversion": self.conversion,
             "pld": self.pld,
-            "budget": {u.value: list(b) for u, b in self._budget.items()},
-            "events": [e.to_dict() for e in self.events],
+            "budget": budget,
+            "events": [e.to_dict() for e in events],
         }
 
     @classmethod
@@ -334,8 +339,13 @@ class PrivacyAccountant:
             self._lock = lock
 
     def __getstate__(self) -> dict[str, Any]:
+        # copy the containers themselves under the lock: pickle writes them out later, and a
+        # register in between must not reach the copy half-way (compositions are immutable)
         with self._lock:
             state = self.__dict__.copy()
+            state["_events"] = list(self._events)
+            state["_central"] = dict(self._central)
+            state["_budget"] = dict(self._budget)
         del state["_lock"]
         return state
 
@@ -352,8 +362,10 @@ class PrivacyAccountant:
             self._events.append(event)
 
     def __repr__(self) -> str:
-        budget = ", ".join(f"{u.value}={b}" for u, b in self._budget.items())
-        return f"PrivacyAccountant(events={len(self._events)}" + (f", budget={{{budget}}}" if budget else "") + ")"
+        with self._lock:
+            budget = ", ".join(f"{u.value}={b}" for u, b in self._budget.items())
+            n = len(self._events)
+        return f"PrivacyAccountant(events={n}" + (f", budget={{{budget}}}" if budget else "") + ")"
 
 
 def _group_events(events: Iterable[PrivacyEvent]) -> list[dict[str, Any]]:

@@ -102,6 +102,9 @@ class PrivacyEvent:
             set_(self, "mu", check_non_negative(self.mu, "mu"))
         if self.mu is None and self.rdp is None and self.approx is None:
             raise ValueError("a PrivacyEvent needs at least one of `mu`, `rdp` (with `orders`) or `approx`")
+        if self.approx is not None and (self.mu is not None or self.rdp is not None):
+            raise ValueError("an event is either a curve (`mu` or `rdp`) or an approximate-DP pair (`approx`, with an "
+                             "optional `profile`), not both: the accountant would use only one of them")
         if self.rdp is not None:
             orders = check_orders(self.orders)
             values = tuple(float(v) for v in self.rdp)
@@ -159,10 +162,12 @@ class PrivacyEvent:
             raise ValueError(f"`pld` must be one of ('gaussian', mu), ('laplace', ratio), ('pure', epsilon, k), "
                              f"('poisson_gaussian', noise_multiplier, sample_rate, steps); got {self.pld!r}")
         pure = self.rdp[-1] if self.rdp is not None and math.isinf(self.orders[-1]) else None
+        if self.approx is not None:
+            raise ValueError("an approximate-DP event composes through its own (epsilon, delta) pair: no `pld`")
         if kind == "gaussian":
             mu = check_non_negative(args[0], "pld mu")
-            if self.mu is not None and not math.isclose(mu, self.mu, rel_tol=1e-12):
-                raise ValueError(f"`pld` mu {mu!r} disagrees with the event's mu {self.mu!r}")
+            if self.mu is None or not math.isclose(mu, self.mu, rel_tol=1e-12):
+                raise ValueError(f"`pld` ('gaussian', {mu!r}) needs the event's `mu` to be the same; got {self.mu!r}")
             value: tuple[Any, ...] = ("gaussian", mu)
         elif kind == "laplace":
             ratio = check_non_negative(args[0], "pld ratio")

@@ -263,12 +263,17 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     present = _check_bounds(data, method=config.method, level=level, min_degree=min_degree,
                             degree_floor=degree_floor, max_degree=max_degree, num_nodes=num_nodes)
     x, y, edge_index = data.x.float(), data.y, data.edge_index
+    # labels are read only where they are used: absent slots may carry any label (e.g. -1)
+    used = data.train_mask | data.val_mask | data.test_mask
+    if present is not None:
+        used = used & present
     if num_classes is None:  # the classes are public (the width of every head); read off the labels if not given
-        num_classes = int(y.max()) + 1
+        num_classes = int(y[used].max()) + 1 if bool(used.any()) else 2
     elif isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"`num_classes` must be an integer >= 2; got {num_classes!r}")
-    if int(y.max()) >= num_classes or int(y.min()) < 0:
-        raise ValueError(f"`data.y` must hold class indices in [0, num_classes={num_classes})")
+    if bool(used.any()) and (int(y[used].max()) >= num_classes or int(y[used].min()) < 0):
+        raise ValueError(f"`data.y` must hold class indices in [0, num_classes={num_classes}) on the nodes of the "
+                         "masks (absent slots excepted)")
     node_private = private and level == "node"
     num_train = int(data.train_mask.sum())  # public: the split's size over the node universe
     train, val, test = data.train_mask, data.val_mask, data.test_mask

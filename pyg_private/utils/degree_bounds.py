@@ -210,7 +210,9 @@ def floored_normalized_adjacency_csr(crow: Tensor, col: Tensor, *, floor: int, w
     both are symmetric and non-negative, so by Perron-Frobenius
     :math:`\|\hat A_D\|_2 = \rho(\hat A_D) \le \rho(\hat A) = 1`, and Proposition 7 (each hop
     after the first is :math:`C_L`-Lipschitz) holds unchanged. The tests check the bound by
-    brute force on every graph with up to 5 nodes and every single-edge toggle.
+    brute force on every graph with up to 5 nodes and every single-edge toggle; a review
+    measured up to 0.922 of it on every 6-node graph and 0.9966 on two joined stars or
+    cliques at D = 80: the bound holds and is tight as D grows.
     """
     D = _check_count(floor, "floor")
     counts = crow.diff()

@@ -74,3 +74,33 @@ def test_accountant_pickles_and_deep_copies_with_its_lock():
         assert clone.epsilon("edge") == acct.epsilon("edge")
         clone.register(laplace_event(unit="edge", sensitivity=1.0, scale=4.0))  # a working, separate lock
         assert len(clone) == 2 and len(acct) == 1
+
+
+def test_a_register_during_pickling_never_reaches_the_copy_half_way(monkeypatch):
+    # pickle writes the state out after __getstate__ returns: force a register in between
+    import pickle
+
+    from pyg_private.accounting.composition import Composition
+
+    acct = PrivacyAccountant()
+    acct.register(gaussian_event(unit="edge", sensitivity=1.0, noise_std=1.0, name="edge0"))
+    acct.register(gaussian_event(unit="node", sensitivity=1.0, noise_std=1.0, name="node0"))
+    original, fired = Composition.__reduce_ex__, []
+
+    def hook(self, protocol):
+        if not fired:
+            fired.append(1)
+            t = threading.Thread(target=lambda: acct.register(
+                gaussian_event(unit="node", sensitivity=1.0, noise_std=0.5, name="late")))
+            t.start()
+            t.join()
+        return original(self, protocol)
+
+    monkeypatch.setattr(Composition, "__reduce_ex__", hook)
+    copy_ = pickle.loads(pickle.dumps(acct))
+    monkeypatch.setattr(Composition, "__reduce_ex__", original)
+    assert fired and len(acct.events_of("node")) == 2
+    # the copy is the ledger before the late release, consistently: events and compositions agree
+    assert len(copy_.events_of("node")) == copy_.composition("node").num_events == 1
+    rebuilt = PrivacyAccountant.from_state_dict(copy_.state_dict())
+    assert rebuilt.epsilon("node", 1e-5) == copy_.epsilon("node", 1e-5)

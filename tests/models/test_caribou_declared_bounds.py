@@ -115,3 +115,18 @@ def test_num_classes_is_a_public_argument(chain):
     assert len(acct) == 0
     result = run_caribou(chain, config, epsilon=math.inf, delta=1e-2, seed=0, num_classes=5, **NODE)
     assert result.model.logits(chain.x, chain.edge_index).shape == (48, 5)  # the width follows the argument
+
+
+def test_absent_slots_may_carry_any_label(chain):
+    # a node-level neighbour with a node absent must not fail where the graph with it present runs
+    config = CaribouConfig("caribou", K=2, encoder_dim=None, hidden=8, batch_size=8, **FAST)
+    absent = chain.clone()
+    v = 5
+    absent.x = absent.x.clone()
+    absent.x[v] = 0.0
+    absent.edge_index = absent.edge_index[:, (absent.edge_index != v).all(0)]
+    absent.y = absent.y.clone()
+    absent.y[v] = -1
+    for d in (chain, absent):
+        result = run_caribou(d, config, epsilon=2.0, delta=1e-2, seed=0, num_classes=int(chain.y.max()) + 1, **NODE)
+        assert result.model.logits(d.x, d.edge_index).shape[0] == 48
