@@ -289,7 +289,10 @@ class Composition:
         if not math.isfinite(eps):
             return math.inf, "basic composition (delta too small for the approximate-DP events)"
         how = self._curves_best(delta - math.fsum(d * m for d, (_, m) in zip(deltas, groups)), conversion)[1]
-        how = "basic composition" if how == "no curve" else how + " + basic composition"
+        if how == "no curve":
+            how = "privacy profile" if len(self.profiles) == 1 else "basic composition"
+        else:
+            how += " + basic composition"
         return eps, how
 
     # ------------------------------------------------------------------ rule P
