@@ -348,24 +348,32 @@ def node_sensitivity(*, contraction: float, alpha1: float, alpha2: float, beta: 
     own = max(1.0, c * (a1 * R + a2) + b)
 
     # the rows of the existing nodes
-    Dp = max(Dmin, 1)
-    p = 1.0 / math.sqrt(Dp + 1.0)
-
-    def a(d: int) -> float:
-        return 1.0 / ((d + 1.0) * (d + 2.0)) + _f(d) * p + 1.0 / math.sqrt((d + 2.0) * (Dmax + 1.0))
-
-    # every term of a(d) is non-increasing for d >= 3
-    neighbour_rows = math.sqrt(Dmax) * max(a(d) for d in range(Dmin, max(Dmin, 3) + 1))
-    second_order = Dmax * _h(Dp) / math.sqrt(max(Dp, Dmax) + 1.0)
     n0 = max(n - 1, 1)
     mean_rows = 2.0 * math.sqrt(n0) / (n0 + 1.0)
-    rows = c * (a1 * (neighbour_rows + second_order) + a2 * mean_rows)
+    rows = c * (a1 * _existing_rows_bound(Dmin, Dmax) + a2 * mean_rows)
     return math.hypot(own, rows)
 
 
 # --------------------------------------------------------------------------------------------
 # GDP accounting and calibration
 # --------------------------------------------------------------------------------------------
+def _existing_rows_bound(Dmin: int, Dmax: int) -> float:
+    r"""Per unit :math:`C_L\alpha_1`, the Frobenius change of the rows of the existing nodes when a
+    node with at most ``Dmax`` edges joins nodes of degree at least ``Dmin`` (before it joins): the
+    neighbours' renormalised rows, their new neighbour, and the second-order rows of their own
+    neighbours (the terms of Eq. (8), with the neighbours' neighbours the paper omits)."""
+    Dp = max(Dmin, 1)
+    p = 1.0 / math.sqrt(Dp + 1.0)
+
+    def a(d: int) -> float:
+        return 1.0 / ((d + 1.0) * (d + 2.0)) + _f(d) * p + 1.0 / math.sqrt((d + 2.0) * (Dmax + 1.0))
+
+    # every term of a(d) is non-increasing for d >= 3 (f decreases after 3)
+    neighbour_rows = math.sqrt(Dmax) * max(a(d) for d in range(Dmin, max(Dmin, 3) + 1))
+    second_order = Dmax * _h(Dp) / math.sqrt(max(Dp, Dmax) + 1.0)
+    return neighbour_rows + second_order
+
+
 def _rho(num_hops: int, contraction: float, accounting: str) -> float:
     K = check_positive_int(num_hops, "num_hops")
     c = _check_contraction(contraction)

@@ -39,7 +39,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..accounting.contractive import _f, _h
+from ..accounting.contractive import _existing_rows_bound
 from ..accounting.validation import check_non_negative, check_positive_int, check_probability
 
 __all__ = [
@@ -295,16 +295,7 @@ def universe_node_sensitivity(*, contraction: float, alpha1: float, alpha2: floa
     spread = Dmax / math.sqrt((Dmax + 1.0) * (Dmin + 2.0))  # the neighbours' share of row v, increasing in d_v
     later = c * a1 * (Dmax / (Dmax + 1.0) + spread) + b  # row v at hops k >= 2
     first = c * a1 * max(1.0, 1.0 / (Dmax + 1.0) + spread) + b  # row v at the first hop
-    Dp = max(Dmin, 1)
-    p = 1.0 / math.sqrt(Dp + 1.0)
-
-    def a(d: int) -> float:
-        return 1.0 / ((d + 1.0) * (d + 2.0)) + _f(d) * p + 1.0 / math.sqrt((d + 2.0) * (Dmax + 1.0))
-
-    # every term of a(d) is non-increasing for d >= 3 (f decreases after 3)
-    neighbour_rows = math.sqrt(Dmax) * max(a(d) for d in range(Dmin, max(Dmin, 3) + 1))
-    second_order = Dmax * _h(Dp) / math.sqrt(max(Dp, Dmax) + 1.0)
-    rows = c * a1 * (neighbour_rows + second_order)
+    rows = c * a1 * _existing_rows_bound(Dmin, Dmax)  # Delta_S, the same terms as Eq. (8)
     return max(math.hypot(later, rows), math.hypot(first, rows) + c * a2 / math.sqrt(n))
 
 
