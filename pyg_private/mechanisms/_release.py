@@ -1,15 +1,37 @@
-"""Shared machinery of the output-perturbation mechanisms: validation, charging, noise."""
+"""Shared machinery of the output-perturbation mechanisms: validation, charging, safe noise."""
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
+from typing import Literal, Optional
 
 import torch
 from torch import Tensor
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, as_unit, charge
 from ..accounting.validation import check_non_negative
+from .exact_integer_noise import RoundedNoiseSampler
+from .grid import (
+    DEFAULT_GRID_TOLERANCE,
+    check_granularity,
+    choose_granularity,
+    from_grid,
+    rounding_inflation,
+    round_to_grid,
+    validate_granularity,
+)
+from .randomness import RandomSource, resolve_secure_mode
 
-__all__ = ["OutputPerturbation", "as_query"]
+__all__ = ["OutputPerturbation", "as_query", "check_sampler", "Sampler"]
+
+Sampler = Literal["safe", "float"]
+
+
+def check_sampler(sampler: object) -> str:
+    if sampler not in ("safe", "float"):
+        raise ValueError(f"`sampler` must be 'safe' (grid-valued, exact integer noise) or 'float' (the "
+                         f"floating-point sampler, not safe against floating-point attacks); got {sampler!r}")
+    return str(sampler)
 
 
 def as_query(value: Tensor | float) -> tuple[Tensor, torch.dtype]:
@@ -25,10 +47,16 @@ def as_query(value: Tensor | float) -> tuple[Tensor, torch.dtype]:
 
 
 class OutputPerturbation(ABC):
-    """A central query answer plus noise: validate, charge one event, then draw the noise."""
+    """A central query answer plus noise: validate, plan the grid, charge one event, then draw."""
+
+    #: ``"l1"`` (Laplace) or ``"l2"`` (Gaussian): the norm of the sensitivity.
+    norm: str
+    #: ``"laplace"`` or ``"gaussian"``: the exact integer noise of the safe sampler.
+    noise_kind: str
 
     def __init__(self, sensitivity: float, *, unit: str | Unit, accountant: PrivacyAccountant | None, name: str,
-                 generator: torch.Generator | None) -> None:
+                 generator: torch.Generator | None, sampler: Sampler = "safe", secure_mode: Optional[bool] = None,
+                 granularity: Optional[float] = None, grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         self.sensitivity = check_non_negative(sensitivity, "sensitivity")
         if self.sensitivity == 0:
             raise ValueError("`sensitivity` must be > 0 (a query with zero sensitivity needs no noise)")
@@ -38,17 +66,76 @@ class OutputPerturbation(ABC):
         self.accountant = accountant
         self.name = name
         self.generator = generator
+        self.sampler = check_sampler(sampler)
+        if secure_mode is not None and not isinstance(secure_mode, bool):
+            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
+        if sampler == "float" and secure_mode:
+            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
+        self.secure_mode = secure_mode
+        if granularity is not None and sampler == "float":
+            raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
+        self._granularity = None if granularity is None else check_granularity(granularity)
+        if not (grid_tolerance > 0 and math.isfinite(grid_tolerance)):
+            raise ValueError(f"`grid_tolerance` must be positive; got {grid_tolerance!r}")
+        self.grid_tolerance = float(grid_tolerance)
+        #: The grid of the most recent release (``None`` before the first, and for the float sampler).
+        self.granularity: Optional[float] = self._granularity
+
+    # -- what a subclass defines ----------------------------------------------------------------
+    @abstractmethod
+    def _noise_scale(self, sensitivity: float) -> float:
+        """The noise scale (Laplace ``b`` / Gaussian ``sigma``) for a query of this sensitivity."""
 
     @abstractmethod
-    def event(self) -> PrivacyEvent:
-        """The event one call registers."""
+    def _event(self, sensitivity: float, scale: float, params: dict) -> PrivacyEvent:
+        """The event of one release with this (possibly grid-inflated) sensitivity and scale."""
 
     @abstractmethod
-    def _noise(self, shape: torch.Size, device: torch.device) -> Tensor:
-        """Float64 noise of the given shape."""
+    def _float_noise(self, shape: torch.Size, device: torch.device) -> Tensor:
+        """Float64 noise of the given shape from the floating-point sampler."""
+
+    # -- the release ----------------------------------------------------------------------------
+    def plan(self, dim: int) -> tuple[Optional[float], float, float]:
+        """``(granularity, sensitivity, scale)`` of a release of ``dim`` coordinates: the grid (``None``
+        for the float sampler), the sensitivity of the rounded query (inflated by the rounding) and
+        the noise scale calibrated for it. Public quantities only; raises before anything is charged."""
+        if self.sampler == "float":
+            return None, self.sensitivity, self._noise_scale(self.sensitivity)
+        base = self._noise_scale(self.sensitivity)
+        if self._granularity is None:
+            g = choose_granularity(scale=base, sensitivity=self.sensitivity, dim=dim, norm=self.norm,
+                                   tolerance=self.grid_tolerance)
+        else:
+            g = validate_granularity(self._granularity, scale=base, sensitivity=self.sensitivity, dim=dim,
+                                     norm=self.norm)
+        sens = self.sensitivity + rounding_inflation(g, max(dim, 1), self.norm)
+        scale = self._noise_scale(sens)
+        if self._granularity is not None:
+            validate_granularity(g, scale=scale, sensitivity=sens, dim=dim, norm=self.norm)
+        return g, sens, scale
+
+    def event(self, dim: int = 1) -> PrivacyEvent:
+        """The event one call on a query of ``dim`` coordinates registers."""
+        g, sens, scale = self.plan(dim)
+        params = {} if g is None else {"granularity": g, "query_sensitivity": self.sensitivity, "dim": int(dim)}
+        params["sampler"] = self.sampler
+        return self._event(sens, scale, params)
 
     def __call__(self, value: Tensor | float) -> Tensor:
         """Charge one release (before any noise is drawn), then return ``value`` plus noise."""
         query, out_dtype = as_query(value)
-        charge(self.accountant, self.event(), self)
-        return (query + self._noise(query.shape, query.device)).to(out_dtype)
+        dim = query.numel()
+        g, sens, scale = self.plan(dim)
+        secure = resolve_secure_mode(self.secure_mode, self.generator) if g is not None else False
+        params = {} if g is None else {"granularity": g, "query_sensitivity": self.sensitivity, "dim": int(dim)}
+        params["sampler"] = self.sampler
+        sampler = None if g is None else RoundedNoiseSampler(self.noise_kind, scale / g)  # may raise: not charged
+        charge(self.accountant, self._event(sens, scale, params), self)
+        if sampler is None:
+            return (query + self._float_noise(query.shape, query.device)).to(out_dtype)
+        self.granularity = g
+        source = RandomSource(query.device, generator=self.generator, secure=secure)
+        steps = round_to_grid(query, g).reshape(-1)
+        noise = sampler.sample(dim, source)
+        return from_grid(steps.add_(noise), g, out_dtype).reshape(query.shape)

@@ -18,7 +18,8 @@ from ..accounting import (
 )
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ._noise import laplace_noise
-from ._release import OutputPerturbation
+from ._release import OutputPerturbation, Sampler
+from .grid import DEFAULT_GRID_TOLERANCE
 
 __all__ = ["LaplaceMechanism"]
 
@@ -45,45 +46,70 @@ class LaplaceMechanism(OutputPerturbation):
         name (str, optional): the event name in reports.
         generator (torch.Generator, optional): for reproducible experiments only; a known
             seed voids the guarantee.
+        sampler (str): ``"safe"`` (default): the release lies on a power-of-two grid and the noise
+            is the Laplace variable rounded to it, sampled exactly from integers (see
+            :mod:`pyg_private.mechanisms.grid`), so no output is impossible under a neighbouring
+            input; the sensitivity is inflated by the rounding (at most ``grid_tolerance`` times
+            :math:`\Delta_1`) and charged as such. ``"float"``: the floating-point sampler, open to
+            the floating-point attacks of Mironov (2012); for benchmarks and audits only.
+        secure_mode (bool, optional): draw every random bit from the operating system's CSPRNG
+            (``None``: the process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`).
+        granularity (float, optional): the grid (a power of two); chosen per call from the
+            sensitivity, the scale and the number of coordinates when ``None``. After a call,
+            ``mechanism.granularity`` is the grid of that release.
+        grid_tolerance (float): bound on the rounding's sensitivity inflation, relative to
+            :math:`\Delta_1`, when the grid is chosen. (default: :math:`2^{-16}`)
 
-    Every call is a new release and registers one event.
+    Every call is a new release and registers one event, with the sensitivity of the rounded
+    query (:math:`\Delta_1 + d g` for :math:`d` coordinates) and the scale calibrated for it.
     """
+
+    norm = "l1"
+    noise_kind = "laplace"
 
     def __init__(self, sensitivity: float, *, scale: float | None = None, epsilon: float | None = None,
                  delta: float | None = None, unit: str | Unit = Unit.EDGE,
                  accountant: PrivacyAccountant | None = None, name: str = "laplace",
-                 generator: torch.Generator | None = None) -> None:
-        super().__init__(sensitivity, unit=unit, accountant=accountant, name=name, generator=generator)
+                 generator: torch.Generator | None = None, sampler: Sampler = "safe",
+                 secure_mode: bool | None = None, granularity: float | None = None,
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
+        super().__init__(sensitivity, unit=unit, accountant=accountant, name=name, generator=generator,
+                         sampler=sampler, secure_mode=secure_mode, granularity=granularity,
+                         grid_tolerance=grid_tolerance)
         if (scale is None) == (epsilon is None):
             raise ValueError("give exactly one of `scale` or `epsilon`")
         if scale is not None:
             if delta is not None:
                 raise ValueError("`delta` is only used with `epsilon`")
-            self.scale = check_positive(scale, "scale")
+            self._fixed_scale = check_positive(scale, "scale")
+            self._target = None
         else:
-            epsilon = check_epsilon(epsilon)
-            if delta is None:
-                self.scale = self.sensitivity / epsilon
-            else:
-                delta = check_delta(delta)
-                curve = lambda b: laplace_rdp(DEFAULT_ORDERS, sensitivity=self.sensitivity, scale=b)  # noqa: E731
-                self.scale = calibrate_noise(lambda b: rdp_to_dp(orders=DEFAULT_ORDERS, rdp=curve(b), delta=delta)[0],
-                                             epsilon)
+            self._fixed_scale = None
+            self._target = (check_epsilon(epsilon), None if delta is None else check_delta(delta))
+        self.scale = self._noise_scale(self.sensitivity)
+
+    def _noise_scale(self, sensitivity: float) -> float:
+        if self._fixed_scale is not None:
+            return self._fixed_scale
+        epsilon, delta = self._target
+        if delta is None:
+            return sensitivity / epsilon
+        curve = lambda b: laplace_rdp(DEFAULT_ORDERS, sensitivity=sensitivity, scale=b)  # noqa: E731
+        return calibrate_noise(lambda b: rdp_to_dp(orders=DEFAULT_ORDERS, rdp=curve(b), delta=delta)[0], epsilon)
 
     @property
     def epsilon(self) -> float:
-        """The pure epsilon of one release, :math:`\\Delta_1 / b`."""
+        """The pure epsilon of one release before the grid's inflation, :math:`\\Delta_1 / b`."""
         return self.sensitivity / self.scale
 
-    def event(self) -> PrivacyEvent:
-        """The event one call registers."""
-        return laplace_event(unit=self.unit, sensitivity=self.sensitivity, scale=self.scale, name=self.name)
+    def _event(self, sensitivity: float, scale: float, params: dict) -> PrivacyEvent:
+        return laplace_event(unit=self.unit, sensitivity=sensitivity, scale=scale, name=self.name, params=params)
 
-    def _noise(self, shape: torch.Size, device: torch.device) -> Tensor:
+    def _float_noise(self, shape: torch.Size, device: torch.device) -> Tensor:
         return laplace_noise(shape, self.scale, device=device, generator=self.generator)
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(sensitivity={self.sensitivity:g}, scale={self.scale:.6g}, "
-                f"epsilon={self.epsilon:.4g}, unit={self.unit.value!r})")
+                f"epsilon={self.epsilon:.4g}, unit={self.unit.value!r}, sampler={self.sampler!r})")
 
 

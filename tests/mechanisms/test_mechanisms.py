@@ -50,7 +50,9 @@ def test_every_call_is_charged():
     for _ in range(5):
         mech(torch.ones(2))
     assert len(acct) == 5
-    assert acct.pure_epsilon("edge") == pytest.approx(0.5)
+    # a fixed scale charges the rounded query: 2 coordinates on the grid 2^-17 add 2 * 2^-17 to Delta_1
+    assert mech.granularity == 2.0 ** -17
+    assert acct.pure_epsilon("edge") == pytest.approx(0.5 * (1 + 2.0 ** -16), rel=1e-12)
     assert acct.epsilon("edge", 1e-5) < 0.5  # RDP composition beats adding epsilons
 
 
