@@ -8,7 +8,9 @@
 * :mod:`~pyg_private.audit.canary_edges`: canary-edge audits of edge-level DP releases;
 * :mod:`~pyg_private.audit.linkteller`: the LinkTeller influence attack on an inference API;
 * :mod:`~pyg_private.audit.membership`: node-level membership inference (train on the
-  members' subgraph, query the full graph).
+  members' subgraph, query the full graph);
+* :mod:`~pyg_private.audit.floating_point`: the floating-point distinguisher (Mironov 2012):
+  how often a release is impossible under a neighbouring input.
 """
 from .canary_edges import (
     CanaryAudit,
@@ -23,6 +25,14 @@ from .empirical_epsilon import (
     best_threshold_lower_bound,
     clopper_pearson,
     empirical_epsilon_lower_bound,
+)
+from .floating_point import (
+    FloatingPointAuditResult,
+    additive_float_possible,
+    additive_noise_audit,
+    floating_point_audit,
+    grid_possible,
+    uniform_affine_possible,
 )
 from .linkteller import LinkTellerResult, influence_matrix, linkteller_attack, linkteller_scores, sample_attack_nodes
 from .membership import (
@@ -45,4 +55,6 @@ __all__ = [
     "LinkTellerResult", "influence_matrix", "linkteller_scores", "sample_attack_nodes", "linkteller_attack",
     "MembershipResult", "SCORE_KINDS", "member_split", "member_subgraph", "membership_scores", "threshold_attack",
     "shadow_attack", "membership_inference",
+    "FloatingPointAuditResult", "additive_float_possible", "grid_possible", "uniform_affine_possible",
+    "floating_point_audit", "additive_noise_audit",
 ]
