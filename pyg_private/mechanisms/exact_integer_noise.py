@@ -110,6 +110,23 @@ class _Table:
             self.zero_ratio = math.exp(x) / (1.0 + math.exp(-x))
         else:  # P(M = 0) / P(M = 1) = exp(1 / (2 sigma^2)) / 2, up to the margin
             self.zero_ratio = 0.5 * math.exp(0.5 / self.scale ** 2)
+        self._build_cheap()
+
+    def _build_cheap(self) -> None:
+        """Per cell, an integer threshold below which a word accepts every value of the cell: the
+        float estimate of the cell's smallest acceptance probability (at its far end, or value 0 in
+        cell 0) times ``1 - margin``, so a word below it lies below every value's probability."""
+        w = self.w
+        far = [c * w + w - 1 for c in range(self.num_cells)]
+        ref = [max(c * w, 1) for c in range(self.num_cells)]
+        if self.kind == "laplace":
+            low = [math.exp(-(f - r) / self.scale) for f, r in zip(far, ref)]
+        else:
+            low = [math.exp(-(f - r) * (f + r) / (2.0 * self.scale ** 2)) for f, r in zip(far, ref)]
+        low[0] = min(low[0], self.zero_ratio)
+        thresholds = [int(math.floor(a * self.accept_scale)) - 1 for a in low]
+        thresholds += [1 << self.accept_bits] * (len(self.split) - self.num_cells)  # tail, padding: accept
+        self.cheap = torch.tensor(thresholds, dtype=torch.int64)
 
     def _build_fast(self) -> None:
         unit = 1 << self.split_bits
@@ -117,12 +134,12 @@ class _Table:
         self.alias_t = torch.tensor(self.alias, dtype=torch.int64)
         self._devices = {}
 
-    def on(self, device: torch.device) -> tuple[Tensor, Tensor]:
-        """The fast-path tables (integer splits, aliases) on ``device``."""
+    def on(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+        """The fast-path tables (integer splits, aliases, cheap acceptance thresholds) on ``device``."""
         if device.type == "cpu":
-            return self.split_int, self.alias_t
+            return self.split_int, self.alias_t, self.cheap
         if device not in self._devices:
-            self._devices[device] = (self.split_int.to(device), self.alias_t.to(device))
+            self._devices[device] = (self.split_int.to(device), self.alias_t.to(device), self.cheap.to(device))
         return self._devices[device]
 
     # -- exact probabilities (256-bit) ------------------------------------------------------------
@@ -243,7 +260,7 @@ class RoundedNoiseSampler:
         word = source.words(n)
         slot = word >> (WORD_BITS - t.slot_bits)
         low = (word >> (WORD_BITS - t.slot_bits - t.split_bits)) & ((1 << t.split_bits) - 1)
-        split_int, alias = t.on(word.device)
+        split_int, alias, _ = t.on(word.device)
         split = split_int.index_select(0, slot)
         cell = torch.where(low < split, slot, alias.index_select(0, slot))
         tie = low == split
@@ -266,17 +283,21 @@ class RoundedNoiseSampler:
             offset = source.words(cell.numel()) >> (WORD_BITS - t.j)
         bits = word & ((1 << t.accept_bits) - 1)
         k = torch.add(offset, cell, alpha=t.w)
-        ratio = self._ratio(k, offset)
-        bf = bits.to(torch.float64)
-        accept = (bf + 1.0) <= ratio * t.accept_scale
-        rejected = ~accept
-        if bool(rejected.any()):
-            undecided = rejected & (bf < ratio * t.reject_scale)
+        # cheap test first: below the cell's smallest acceptance probability (integer threshold)
+        accept = bits < t.on(cell.device)[2].index_select(0, cell)
+        slow = (~accept).nonzero().squeeze(1)
+        if slow.numel():  # the few others (about 1%): the value's own probability
+            ks, bs = k[slow], bits[slow]
+            ratio = self._ratio(ks, offset[slow])
+            bf = bs.to(torch.float64)
+            acc = (bf + 1.0) <= ratio * t.accept_scale
+            undecided = (~acc) & (bf < ratio * t.reject_scale)
             if bool(undecided.any()):  # about 2^-35 per sample: decide exactly
                 for i in undecided.nonzero().squeeze(1).tolist():
-                    accept[i] = exact_bernoulli(t.accept_probability(int(k[i])), int(bits[i]), t.accept_bits,
-                                                source, t.ctx)
-        value = torch.where(negative, -k, k)
+                    acc[i] = exact_bernoulli(t.accept_probability(int(ks[i])), int(bs[i]), t.accept_bits, source,
+                                             t.ctx)
+            accept[slow] = acc
+        value = torch.where(negative, -k, k)  # the sign of M = 0 is irrelevant
         tail = cell == t.tail
         if bool(tail.any()):
             value = torch.where(tail, torch.full_like(value, _TAIL_MARK), value)

@@ -24,6 +24,9 @@ from ..utils.degree_bounds import (
     present_nodes,
     universe_node_sensitivity,
 )
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ._grid_gaussian import add_grid_gaussian_, check_sampler_args, plan_grid
 from ._ppr_release import resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -113,6 +116,24 @@ class ContractiveGraphLayer(SparsePropagation):
     reference: the same hops without noise, nothing charged, no accountant accepted (the
     declared bounds are still checked).
 
+    **Floating-point safety.** With ``sampler="safe"`` (the default) every hop's noisy value is
+    released on a power-of-two grid :math:`g` (``layer.granularity`` after a forward) with the
+    Gaussian noise rounded to it and sampled exactly from integers (see
+    :mod:`pyg_private.mechanisms.grid`), so no value is impossible under a neighbouring graph. A hop
+    then reads :math:`\mathbf{Y}^{(k)} = R(T(\mathbf{X}^{(k)})) + \mathbf{Z}^{(k)}` with :math:`R`
+    the rounding and :math:`\mathbf{X}^{(k+1)} = \Pi(R(\mathbf{Y}^{(k)}))` a post-processing. Between
+    two neighbouring graphs the map :math:`\mathbf{Y}^{(k)} \mapsto R(T(\Pi(R(\mathbf{Y}^{(k)}))))`
+    satisfies :math:`\|\phi_G(u) - \phi_{G'}(u')\| \le C_L\|u - u'\| + \Delta + (1 + C_L)\sqrt{NF}\,g`,
+    the only property of a hop the shifted-divergence proof of the convergent bound uses (contraction
+    and data processing), so the bound holds with :math:`\Delta` replaced by
+    :math:`\Delta' = \Delta + (1 + C_L)\sqrt{NF}\,g`, and the noise std is :math:`\sigma\Delta'`:
+    :math:`\mu` is unchanged. :math:`g` is chosen per forward from public sizes so that
+    :math:`\Delta' \le (1 + 2^{-16})\Delta` (``grid_tolerance``). ``sampler="float"`` keeps the
+    floating-point Gaussian sampler (open to floating-point attacks; benchmarks and audits only).
+    ``secure_mode=True`` draws every random bit from the operating system's CSPRNG. The sensitivity
+    bounds are those of exact arithmetic: the rounding error of the propagation itself (relative
+    :math:`\approx 10^{-7}` per hop in float32, :math:`10^{-16}` in float64) is not accounted.
+
     **Precision and input forms.** The hops (noise included) run in float32 for float32
     features and in float64 otherwise; the projection is onto the ball of radius
     :math:`1/(1 + (F + 4)u)`, so no row ends above norm 1 in either. The fastest graph form is a ``torch.sparse`` CSR
@@ -143,6 +164,11 @@ class ContractiveGraphLayer(SparsePropagation):
             setting: the aggregation is computed once). (default: :obj:`False`)
         symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+        sampler (str): ``"safe"`` or ``"float"`` (see above). (default: ``"safe"``)
+        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+            process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`).
+        grid_tolerance (float): bound on the grid's sensitivity inflation, relative to
+            :math:`\Delta`. (default: :math:`2^{-16}`)
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index``
@@ -157,8 +183,13 @@ class ContractiveGraphLayer(SparsePropagation):
                  epsilon: Optional[float] = None, delta: Optional[float] = None,
                  accounting: Accounting = "convergent", accountant: Optional[PrivacyAccountant] = None,
                  cached: bool = False, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
-                 name: str = "contractive_graph_layer") -> None:
+                 name: str = "contractive_graph_layer", sampler: str = "safe", secure_mode: Optional[bool] = None,
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         super().__init__()
+        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
+        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
+        #: The grid of the last release's hops (``None`` before it, without noise, or with the float sampler).
+        self.granularity: Optional[float] = None
         self.K = check_positive_int(K, "K")
         self.contraction = check_non_negative(contraction, "contraction")
         if not self.contraction < 1.0:
@@ -222,8 +253,10 @@ class ContractiveGraphLayer(SparsePropagation):
         return contractive_mu(noise_multiplier=self.noise_multiplier, num_hops=self.K, contraction=self.contraction,
                               accounting=self.accounting)
 
-    def event(self) -> PrivacyEvent:
-        """The event one new release registers."""
+    def event(self, grid: Optional[tuple[float, float]] = None) -> PrivacyEvent:
+        r"""The event one new release registers (``grid``: the forward's granularity and inflated
+        sensitivity, recorded in the parameters; :math:`\mu` does not depend on them)."""
+        extra = {} if grid is None else {"granularity": grid[0], "grid_sensitivity": grid[1]}
         return gdp_event(
             unit=Unit(self.level), mu=self.mu, name=self.name,
             mechanism="contractive_graph_layer" if self.accounting == "convergent" else "contractive_graph_layer_linear",
@@ -231,7 +264,7 @@ class ContractiveGraphLayer(SparsePropagation):
                     "sensitivity": self.sensitivity, "noise_multiplier": self.noise_multiplier,
                     "rho_K": contraction_factor(self.K, self.contraction), "min_degree": self.min_degree,
                     "degree_floor": self.degree_floor, "max_degree": self.max_degree, "num_nodes": self.num_nodes,
-                    "accounting": self.accounting},
+                    "accounting": self.accounting, "sampler": self.sampler, **extra},
         )
 
     def forward(self, x: Tensor, edge_index: Any, x0: Optional[Tensor] = None,
@@ -262,11 +295,21 @@ class ContractiveGraphLayer(SparsePropagation):
                     and torch.equal(c_x0, x0) and _same(c_batch, batch):
                 return c_out.clone().to(out_dtype)
 
+        grid, source = None, None
+        if self.noise_std > 0 and self.sampler == "safe":  # plan the grid, before any charge
+            # entries before noise: |C_L(a1 A_hat h + a2 mean)| + beta |x0| <= C_L (a1 sqrt(N) + a2) + beta
+            bound = self.contraction * (self.alpha1 * math.sqrt(n) + 1.0 - self.alpha1) + self.beta
+            grid = plan_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity, dim=x.numel(),
+                             value_bound=bound, inflation_factor=1.0 + self.contraction,
+                             tolerance=self.grid_tolerance)
+            source = RandomSource(x.device, generator=self.generator,
+                                  secure=resolve_secure_mode(self.secure_mode, self.generator))
         if self.noise_multiplier > 0:
-            charge(self.accountant, self.event(), self)  # before any noise is drawn
+            charge(self.accountant, self.event(grid), self)  # before any noise is drawn
+        self.granularity = None if grid is None else grid[0]
         dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float64  # the hops' precision
         h0 = x.detach().to(dtype)
-        out = self._perturbed_hops(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch)
+        out = self._perturbed_hops(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch, grid, source)
         if self.cached:
             self._cache = (*graph, x.detach().clone(), x0.detach().clone(), None if batch is None else batch.clone(),
                            out.clone())
@@ -314,15 +357,20 @@ class ContractiveGraphLayer(SparsePropagation):
         return out
 
     @torch.no_grad()
-    def _perturbed_hops(self, crow: Tensor, col: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor]) -> Tensor:
+    def _perturbed_hops(self, crow: Tensor, col: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor],
+                        grid: Optional[tuple[float, float]] = None, source: Optional[RandomSource] = None) -> Tensor:
         # C_L alpha1 A_hat h = adj @ h + self_loop * h, with A_hat = S (A + I) S and S = (D + I)^-1/2
         adj, self_loop = self._normalized_adjacency(crow, col, x.dtype)
         h = _clip_rows(x)  # the chain starts inside the ball
         residual = self.beta * (h if x0 is x else _clip_rows(x0)) if self.beta > 0 else None
         std = self.noise_std
-        noise = torch.empty_like(x) if std > 0 else None
+        noise = torch.empty_like(x) if std > 0 and grid is None else None
+        project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
         for _ in range(self.K):
             out = self._hop(adj, self_loop, h, residual, batch)
+            if grid is not None:  # safe: on the grid, exact noise, projected in float64 row blocks
+                h = add_grid_gaussian_(out, self.noise_multiplier * grid[1], grid[0], source, post=project)
+                continue
             if noise is not None:  # one draw of h's shape per hop, into the same buffer
                 out.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator, out=noise),
                          alpha=std)
@@ -336,12 +384,13 @@ class ContractiveGraphLayer(SparsePropagation):
             bounds += f", max_degree={self.max_degree}, num_nodes={self.num_nodes}"
         return (f"{self.__class__.__name__}(K={self.K}, contraction={self.contraction:g}, alpha1={self.alpha1:g}, "
                 f"beta={self.beta:g}, level={self.level!r}, {bounds}, noise_multiplier={self.noise_multiplier:.6g}"
-                f"{target}, accounting={self.accounting!r}, cached={self.cached})")
+                f"{target}, accounting={self.accounting!r}, sampler={self.sampler!r}, cached={self.cached})")
 
 
-def _clip_rows(x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+def _clip_rows(x: Tensor, out: Optional[Tensor] = None, slack_dtype: Optional[torch.dtype] = None) -> Tensor:
     """Project every row onto the ball of radius :math:`1/(1 + (F + 4)u)` (``u`` the unit
-    roundoff; in place with ``out=x``).
+    roundoff of ``slack_dtype``, default ``x``'s: pass the dtype the rows are cast to next; in place
+    with ``out=x``).
 
     An exact projection onto a slightly smaller ball: still 1-Lipschitz and continuous (the
     privacy analysis needs both), and no rounding can leave a row of norm above 1. Rows whose
@@ -352,7 +401,7 @@ def _clip_rows(x: Tensor, out: Optional[Tensor] = None) -> Tensor:
     if not bool(torch.isfinite(norm).all()):  # finite rows too large to square: rescale first
         x = x / x.abs().amax(dim=-1, keepdim=True).clamp_min(1.0)
         norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    slack = 1.0 + (x.size(-1) + 4) * torch.finfo(x.dtype).eps / 2
+    slack = 1.0 + (x.size(-1) + 4) * torch.finfo(slack_dtype or x.dtype).eps / 2
     return torch.div(x, norm.mul_(slack).clamp_min_(1.0), out=out)
 
 

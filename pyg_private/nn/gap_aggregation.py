@@ -9,6 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ._grid_gaussian import add_grid_gaussian_, check_sampler_args, plan_grid
 from ..accounting.validation import check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.adjacency import adjacency_csr
@@ -49,6 +52,15 @@ class GAPAggregation(SparsePropagation):
     comes from ``x``: an ``edge_index`` id ``>= x.size(0)`` or a sparse adjacency of another
     size raises before anything is charged.
 
+    **Floating-point safety.** With ``sampler="safe"`` (the default) each hop's noisy sum is
+    released on a power-of-two grid :math:`g` (``layer.granularity``) with the Gaussian noise
+    rounded to it and sampled exactly from integers (see :mod:`pyg_private.mechanisms.grid`):
+    the Gaussian mechanism on the rounded sum, whose sensitivity
+    :math:`\Delta' = \sqrt2 + \sqrt{NF}\,g \le (1 + 2^{-16})\sqrt2` sets the noise std
+    :math:`\sigma\Delta'` (:math:`\mu` unchanged); the renormalisation is post-processing.
+    ``sampler="float"`` keeps the floating-point sampler (benchmarks and audits only);
+    ``secure_mode=True`` draws every random bit from the operating system's CSPRNG.
+
     Args:
         K (int): number of hops. (default: :obj:`1`)
         noise_multiplier (float, optional): :math:`\sigma` (noise std :math:`\sigma\Delta`).
@@ -57,6 +69,11 @@ class GAPAggregation(SparsePropagation):
         cached (bool): reuse the release for the same graph and features. (default: :obj:`False`)
         symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+        sampler (str): ``"safe"`` or ``"float"``. (default: ``"safe"``)
+        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+            process-wide default).
+        grid_tolerance (float): bound on the grid's sensitivity inflation relative to
+            :math:`\Delta`. (default: :math:`2^{-16}`)
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
@@ -66,8 +83,13 @@ class GAPAggregation(SparsePropagation):
     def __init__(self, K: int = 1, *, noise_multiplier: Optional[float] = None, epsilon: Optional[float] = None,
                  delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
-                 name: str = "gap_aggregation") -> None:
+                 name: str = "gap_aggregation", sampler: str = "safe", secure_mode: Optional[bool] = None,
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         super().__init__()
+        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
+        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
+        #: The grid of the last release's hops (``None`` before it, without noise, or with the float sampler).
+        self.granularity: Optional[float] = None
         self.K = check_positive_int(K, "K")
         self.noise_multiplier, self.epsilon, self.delta = resolve_noise(
             noise_multiplier, epsilon, delta, lambda eps, d: math.sqrt(self.K) / gdp_mu(epsilon=eps, delta=d),
@@ -84,11 +106,13 @@ class GAPAggregation(SparsePropagation):
         """GDP :math:`\\mu` of one forward: K linearly composed hops."""
         return math.sqrt(self.K) / self.noise_multiplier if self.noise_multiplier > 0 else math.inf
 
-    def event(self) -> PrivacyEvent:
-        """The event one new release registers."""
+    def event(self, grid: Optional[tuple[float, float]] = None) -> PrivacyEvent:
+        """The event one new release registers (``grid``: the forward's granularity and inflated
+        sensitivity, recorded in the parameters; :math:`\mu` does not depend on them)."""
+        extra = {} if grid is None else {"granularity": grid[0], "grid_sensitivity": grid[1]}
         return gdp_event(unit="edge", mu=self.mu, name=self.name, mechanism="gap_aggregation",
                          params={"K": self.K, "noise_multiplier": self.noise_multiplier,
-                                 "sensitivity": self.sensitivity})
+                                 "sensitivity": self.sensitivity, "sampler": self.sampler, **extra})
 
     def forward(self, x: Tensor, edge_index: Any) -> Tensor:
         """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype)."""
@@ -105,21 +129,32 @@ class GAPAggregation(SparsePropagation):
             c_ei, c_x, c_out = self._cache
             if c_ei.shape == ei.shape and torch.equal(c_ei, ei) and c_x.shape == x.shape and torch.equal(c_x, x):
                 return c_out.clone().to(out_dtype)
+        grid, source = None, None
+        if self.noise_multiplier > 0 and self.sampler == "safe":  # plan the grid, before any charge
+            # sum aggregation of unit rows: every entry is at most the largest degree, below N
+            grid = plan_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity,
+                             dim=x.numel(), value_bound=float(max(n, 1)), tolerance=self.grid_tolerance)
+            source = RandomSource(x.device, generator=self.generator,
+                                  secure=resolve_secure_mode(self.secure_mode, self.generator))
         if self.noise_multiplier > 0:
-            charge(self.accountant, self.event(), self)  # before any noise is drawn
-        out = self._hops(ei, x.detach().to(torch.float64))
+            charge(self.accountant, self.event(grid), self)  # before any noise is drawn
+        self.granularity = None if grid is None else grid[0]
+        out = self._hops(ei, x.detach().to(torch.float64), grid, source)
         if self.cached:
             self._cache = (ei, x.detach().clone(), out.clone())
         return out.to(out_dtype)
 
     @torch.no_grad()
-    def _hops(self, edge_index: Tensor, x: Tensor) -> Tensor:
+    def _hops(self, edge_index: Tensor, x: Tensor, grid: Optional[tuple[float, float]] = None,
+              source: Optional[RandomSource] = None) -> Tensor:
         adj, _ = adjacency_csr(edge_index, x.size(0))
         std = self.noise_multiplier * self.sensitivity
         hops = [F.normalize(x, dim=-1)]
         for _ in range(self.K):
             h = self.propagate(adj, x=hops[-1])
-            if std > 0:
+            if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
+                h = add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
+            elif std > 0:
                 h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
             hops.append(F.normalize(h, dim=-1))
         return torch.cat(hops, dim=-1)
@@ -127,4 +162,4 @@ class GAPAggregation(SparsePropagation):
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         return (f"{self.__class__.__name__}(K={self.K}, noise_multiplier={self.noise_multiplier:.6g}{target}, "
-                f"cached={self.cached})")
+                f"sampler={self.sampler!r}, cached={self.cached})")

@@ -80,6 +80,7 @@ def _force(sampler: E.RoundedNoiseSampler, *, split_bits=None, margin=None) -> E
         t.margin = margin
         t.accept_scale = (1.0 - margin) * 2.0 ** t.accept_bits
         t.reject_scale = (1.0 + margin) * 2.0 ** t.accept_bits
+        t._build_cheap()
     forced = object.__new__(E.RoundedNoiseSampler)
     forced.kind, forced.scale, forced._t = sampler.kind, sampler.scale, t
     return forced

@@ -12,7 +12,8 @@ from pyg_private.accounting import UntrackedPrivacyWarning, gdp_epsilon
 from pyg_private.accounting.contractive import contraction_factor, edge_sensitivity
 from pyg_private.nn import ContractiveGraphLayer
 
-TINY = 1e-12  # a noise multiplier this small leaves the deterministic map (std = TINY * Delta)
+TINY = 1e-12  # a noise multiplier this small leaves the deterministic map (std = TINY * Delta; float
+# sampler: the grid release refuses noise this far below the values)
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +49,7 @@ def test_noise_free_hops_match_the_dense_recursion(K, c, a1, beta):
     torch.manual_seed(0)
     ei = erdos_renyi_graph(30, 0.15)
     x = torch.randn(30, 4, dtype=torch.float64) * 2  # rows outside the ball get clipped
-    layer = ContractiveGraphLayer(K, c, a1, beta, min_degree=0, noise_multiplier=TINY)
+    layer = ContractiveGraphLayer(K, c, a1, beta, min_degree=0, noise_multiplier=TINY, sampler="float")
     out = layer(x, ei)
     ref = dense_reference(x.numpy(), x.numpy(), ei, K, c, a1, beta)
     assert out.dtype == torch.float64 and not out.requires_grad
@@ -125,7 +126,7 @@ def test_batched_graphs_use_their_own_mean():
     torch.manual_seed(1)
     e1, e2 = ring(6), erdos_renyi_graph(5, 0.5)
     x1, x2 = torch.rand(6, 3, dtype=torch.float64), torch.rand(5, 3, dtype=torch.float64)
-    layer = ContractiveGraphLayer(3, 0.8, 0.5, 0.3, min_degree=0, noise_multiplier=TINY)
+    layer = ContractiveGraphLayer(3, 0.8, 0.5, 0.3, min_degree=0, noise_multiplier=TINY, sampler="float")
     both = layer(torch.cat([x1, x2]), torch.cat([e1, e2 + 6], 1), batch=torch.tensor([0] * 6 + [1] * 5))
     assert torch.allclose(both[:6], layer(x1, e1), atol=1e-12)
     assert torch.allclose(both[6:], layer(x2, e2, ), atol=1e-12)
@@ -162,7 +163,7 @@ def test_edge_sensitivity_holds_for_the_layer_on_small_graphs():
         d_min = int(torch.bincount(without[0], minlength=n).min())
         if d_min < 1 or deg.min() < 1:
             continue
-        layer = ContractiveGraphLayer(1, 0.9, 1.0, min_degree=d_min, degree_floor=True, noise_multiplier=TINY)
+        layer = ContractiveGraphLayer(1, 0.9, 1.0, min_degree=d_min, degree_floor=True, noise_multiplier=TINY, sampler="float")
         for _ in range(5):
             x = torch.tensor(rng.normal(size=(n, 3)), dtype=torch.float64)
             x = x / x.norm(dim=1, keepdim=True)  # on the sphere: the extreme points of the ball
@@ -291,9 +292,17 @@ def test_zero_noise_multiplier_is_the_non_private_reference():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "untracked privacy" warning: nothing private is claimed
         out = layer(x, ei)
-    noisy = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=1e-12)
+    noisy = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=1e-12, sampler="float")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrackedPrivacyWarning)
         assert torch.allclose(out, noisy(x, ei), atol=1e-9)
+        # the grid release: small noise is still a valid grid (same map up to the noise) ...
+        safe = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=1e-8)
+        assert torch.allclose(out, safe(x, ei), atol=1e-6)
+        # ... noise 2^40 times below the values is refused before anything is charged
+        acct = PrivacyAccountant()
+        with pytest.raises(ValueError, match="too small for a grid release"):
+            ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=1e-12, accountant=acct)(x, ei)
+        assert len(acct) == 0
     with pytest.raises(ValueError):
         ContractiveGraphLayer(3, 0.9, min_degree=1, noise_multiplier=-1.0)

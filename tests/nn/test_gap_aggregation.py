@@ -30,7 +30,7 @@ def test_noise_free_hops_are_normalised_sums_concatenated():
     torch.manual_seed(0)
     ei = erdos_renyi_graph(20, 0.3)
     x = torch.randn(20, 3, dtype=torch.float64)
-    out = GAPAggregation(3, noise_multiplier=TINY)(x, ei)
+    out = GAPAggregation(3, noise_multiplier=TINY, sampler="float")(x, ei)
     a = np.zeros((20, 20))
     a[ei[0].numpy(), ei[1].numpy()] = 1.0
     unit = lambda m: m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # noqa: E731
@@ -106,7 +106,38 @@ def test_zero_noise_multiplier_is_the_non_private_reference():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = layer(x, ei)
-    noisy = GAPAggregation(2, noise_multiplier=1e-12)
+    noisy = GAPAggregation(2, noise_multiplier=1e-12, sampler="float")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrackedPrivacyWarning)
         assert torch.allclose(out, noisy(x, ei), atol=1e-9)
+
+
+def test_grid_release_is_on_the_grid_and_charges_the_inflated_sensitivity(monkeypatch):
+    """Safe sampler: the noisy sums are multiples of the granularity before the renormalisation
+    (made the identity here), the noise std is sigma * Delta' and mu is unchanged."""
+    import math
+
+    import torch.nn.functional as F_
+
+    from pyg_private import PrivacyAccountant
+    from pyg_private.nn import gap_aggregation as gap_module
+
+    monkeypatch.setattr(gap_module.F, "normalize", lambda v, dim=-1: v)
+    try:
+        n = 40
+        ei = torch.tensor([[i for i in range(n)] + [(i + 1) % n for i in range(n)],
+                           [(i + 1) % n for i in range(n)] + [i for i in range(n)]])
+        x = torch.rand(n, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        acct = PrivacyAccountant()
+        layer = GAPAggregation(1, noise_multiplier=2.0, accountant=acct, generator=torch.Generator().manual_seed(1))
+        out = layer(x, ei)
+        g = layer.granularity
+        hop = out[:, 8:]
+        assert torch.equal(torch.remainder(hop, g), torch.zeros_like(hop))
+        noiseless = GAPAggregation(1, noise_multiplier=0.0)(x, ei)[:, 8:]
+        assert float((hop - noiseless).std()) == pytest.approx(2.0 * math.sqrt(2), rel=0.15)
+        (ev,) = acct.events_of("edge")
+        assert ev.mu == pytest.approx(1 / 2.0) and ev.params["granularity"] == g
+        assert math.sqrt(2) < ev.params["grid_sensitivity"] <= math.sqrt(2) * (1 + 2.0 ** -16)
+    finally:
+        monkeypatch.setattr(gap_module.F, "normalize", F_.normalize)

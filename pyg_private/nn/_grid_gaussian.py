@@ -1,0 +1,75 @@
+r"""Floating-point-safe Gaussian noise for the multi-hop layers: every perturbed hop is released on a
+power-of-two grid with exactly sampled rounded Gaussian noise (see :mod:`pyg_private.mechanisms.grid`).
+
+One hop's noisy value is :math:`g\,(\mathrm{round}(H/g) + K)`, :math:`K = \mathrm{round}(N(0,
+\sigma^2/g^2))`: the Gaussian mechanism run on the rounded hop :math:`\mathrm{round}(H/g)` and
+rounded again (post-processing). Whatever the layer does next with it (a row projection, a
+normalisation, a cast to float32) is a deterministic function of those integers. Rounding moves
+each of the :math:`d` coordinates by at most :math:`g/2`, so a hop's sensitivity grows by at most
+:math:`\sqrt d\,g`; the caller charges the inflated value (see :func:`plan_grid`).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from torch import Tensor
+
+from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity, from_grid, round_to_grid
+from ..mechanisms.randomness import RandomSource
+
+__all__ = ["plan_grid", "add_grid_gaussian_", "check_sampler_args"]
+
+_CHUNK_ELEMENTS = 1 << 16
+
+
+def check_sampler_args(sampler: object, secure_mode: object, grid_tolerance: object) -> tuple[str, Optional[bool], float]:
+    """Validate a layer's ``sampler``, ``secure_mode`` and ``grid_tolerance`` arguments."""
+    from ..mechanisms._release import check_sampler
+
+    sampler = check_sampler(sampler)
+    if secure_mode is not None and not isinstance(secure_mode, bool):
+        raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
+    if sampler == "float" and secure_mode:
+        raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+    if isinstance(grid_tolerance, bool) or not isinstance(grid_tolerance, (int, float)) or not grid_tolerance > 0:
+        raise ValueError(f"`grid_tolerance` must be a positive number; got {grid_tolerance!r}")
+    return sampler, secure_mode, float(grid_tolerance)
+
+
+def plan_grid(*, std_per_sensitivity: float, sensitivity: float, dim: int, value_bound: float,
+              inflation_factor: float = 1.0, tolerance: float = DEFAULT_GRID_TOLERANCE) -> tuple[float, float]:
+    r"""``(granularity, inflated_sensitivity)`` for a hop of ``dim`` coordinates whose noise std is
+    ``std_per_sensitivity`` times its sensitivity. The rounding adds
+    ``inflation_factor * sqrt(dim) * g`` to the sensitivity (a layer whose next hop sees the rounded
+    values passes :math:`1 + C` for a :math:`C`-Lipschitz hop), at most ``tolerance * sensitivity``.
+    ``value_bound`` is a public bound on the noiseless entries: the grid must hold it within
+    :math:`2^{60}` steps, which fails only for a noise std below ``value_bound`` :math:`\cdot 2^{-40}`
+    (``ValueError``: such noise protects nothing; use ``noise_multiplier=0`` for the reference)."""
+    dim_eff = max(int(dim), 1) * inflation_factor ** 2  # sqrt(dim_eff) = factor * sqrt(dim)
+    g = choose_granularity(scale=std_per_sensitivity * sensitivity, sensitivity=sensitivity, dim=dim_eff,
+                           norm="l2", tolerance=tolerance)
+    if value_bound / g > 2.0 ** 60:
+        raise ValueError(f"the noise std {std_per_sensitivity * sensitivity:g} is below 2^-40 times the largest "
+                         f"possible value {value_bound:g}: too small for a grid release (it would need more than "
+                         "2^60 grid steps); use noise_multiplier=0 for the noise-free reference")
+    return g, sensitivity + inflation_factor * (max(int(dim), 1) ** 0.5) * g
+
+
+def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: RandomSource,
+                       post: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
+    """Replace every row block of the 2-D ``out`` by ``post(g * (round(out / g) + K))`` in place, ``K``
+    exact rounded Gaussian noise of std ``std / g``; computed in float64 row blocks of about 65,536
+    entries (no full-size temporary), written back in ``out``'s dtype."""
+    sampler = RoundedNoiseSampler("gaussian", std / granularity)
+    rows = max(1, _CHUNK_ELEMENTS // max(out.size(-1), 1))
+    for start in range(0, out.size(0), rows):
+        block = out[start:start + rows]
+        steps = round_to_grid(block, granularity)
+        flat = steps.view(-1)
+        flat.add_(sampler.sample(flat.numel(), source))
+        value = from_grid(steps, granularity)
+        if post is not None:
+            value = post(value)
+        block.copy_(value)
+    return out
