@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import mpmath
@@ -64,7 +65,8 @@ _ACCEPT_BITS = 62  # bits of a word compared with an acceptance probability (the
 _TAILS = {"laplace": 50.0, "gaussian": 10.0}  # table covers |k| < T * scale; beyond: exact tail path
 _CELLS = {"laplace": 5, "gaussian": 7}  # r: about 2^r cells per scale
 _FLOAT_MARGIN = 2.0 ** -44
-_CHUNK = 1 << 14
+_CHUNK = 1 << 15  # samples per vectorised pass (cache-sized)
+_TASK = 1 << 19  # samples per task of one thread, with its own random stream
 _TAIL_MARK = -(1 << 63)  # placeholder of a tail value until the exact tail path replaces it
 
 
@@ -229,12 +231,38 @@ class RoundedNoiseSampler:
         self._t = _table(kind, scale)
 
     def sample(self, n: int, source: RandomSource, out: Tensor | None = None) -> Tensor:
-        """``n`` samples (``int64`` on ``source.device``), written into ``out`` when given."""
+        """``n`` samples (``int64`` on ``source.device``), written into ``out`` when given.
+
+        On the CPU the work is split into tasks of :data:`_TASK` samples run on
+        ``torch.get_num_threads()`` threads, each task with its own stream from
+        :meth:`RandomSource.spawn` (so a seeded source gives the same samples whatever the
+        number of threads)."""
         n = int(n)
         if out is None:
             out = torch.empty(n, dtype=torch.int64, device=source.device)
+        starts = list(range(0, n, _TASK))
+        if len(starts) <= 1:
+            self._sample_task(out, source)
+            return out
+        children = source.spawn(len(starts))
+
+        def task(i: int) -> None:
+            self._sample_task(out[starts[i]:starts[i] + _TASK], children[i])
+
+        workers = min(torch.get_num_threads(), len(starts)) if source.device.type == "cpu" else 1
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(task, range(len(starts))))
+        else:
+            for i in range(len(starts)):
+                task(i)
+        return out
+
+    def _sample_task(self, out: Tensor, source: RandomSource) -> None:
+        """Fill ``out`` from one stream: cache-sized chunks, then the rejected values again."""
+        n = out.numel()
         cells, retry = [], []
-        for start in range(0, n, _CHUNK):  # cache-sized chunks: one pass, the rejected kept aside
+        for start in range(0, n, _CHUNK):  # one pass, the rejected kept aside
             stop = min(n, start + _CHUNK)
             cell = self._cells(stop - start, source)
             value, accept = self._within(cell, source)
@@ -252,7 +280,6 @@ class RoundedNoiseSampler:
         tails = (out == _TAIL_MARK).nonzero().squeeze(1)
         for i in tails.tolist():  # probability below 1e-21 per sample
             out[i] = self._tail_sample(source)
-        return out
 
     # ------------------------------------------------------------------------------------------
     def _cells(self, n: int, source: RandomSource) -> Tensor:

@@ -105,7 +105,30 @@ class RandomSource:
     @property
     def kind(self) -> str:
         """``"secure"``, ``"seeded"`` or ``"default"``."""
-        return "secure" if self.secure else ("seeded" if self.generator is not None else "default")
+        if self.secure:
+            return "secure"
+        return "seeded" if self.generator is not None or getattr(self, "_seeded", False) else "default"
+
+    def spawn(self, count: int) -> list["RandomSource"]:
+        """``count`` independent child sources of the same kind (for parallel work): secure children
+        read the OS; seeded children are PCG64 streams seeded from this source's words (so the
+        children, hence the results, are reproducible); default children are fresh OS-seeded streams."""
+        if self.secure:
+            return [RandomSource(self.device, secure=True) for _ in range(count)]
+        if self.generator is None:
+            return [RandomSource(self.device) for _ in range(count)]
+        seeds = self.words(2 * count).tolist()
+        children = []
+        for i in range(count):
+            child = RandomSource(self.device)
+            if child._numpy is not None:
+                child._numpy = np.random.Generator(np.random.PCG64((seeds[2 * i] << 63) | seeds[2 * i + 1]))
+                child._seeded = True
+            else:
+                gen = torch.Generator(self.device).manual_seed(seeds[2 * i])
+                child = RandomSource(self.device, generator=gen)
+            children.append(child)
+        return children
 
     def words(self, n: int) -> Tensor:
         """``n`` independent uniform integers in ``[0, 2**63)`` (``int64``, on the source's device)."""
