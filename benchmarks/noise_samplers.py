@@ -1,0 +1,66 @@
+"""Samples per second of every noise sampler: float (open to floating-point attacks), safe (exact
+integer noise on a grid, the default) and safe + secure_mode (every bit from the OS CSPRNG).
+
+    python benchmarks/noise_samplers.py [--threads 2] [--n 6400000] [--repeats 5]
+
+Each case draws --n samples; its figure is the best of --repeats rounds, the cases interleaved
+round by round. The ratio is against the float sampler of the same distribution, in the same
+process (the machine may be shared: ratios are more stable than absolute times). Printed, never
+asserted.
+
+  * float Gaussian: ``torch.randn`` in float64 (what the layers used), also float32
+  * float Laplace: the difference of two exponentials (``pyg_private.mechanisms._noise.laplace_noise``)
+  * safe: ``RoundedNoiseSampler`` at 2^30 grid steps per scale (the ratio hardly depends on it)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+
+from pyg_private.mechanisms._noise import laplace_noise  # noqa: E402
+from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler  # noqa: E402
+from pyg_private.mechanisms.randomness import RandomSource  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--n", type=int, default=6_400_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    n = args.n
+    scale = 2.0 ** 30 * 1.37
+    gauss, lap = RoundedNoiseSampler("gaussian", scale), RoundedNoiseSampler("laplace", scale)
+    cases = {
+        "float Gaussian (randn, float64)": lambda: torch.randn(n, dtype=torch.float64),
+        "float Gaussian (randn, float32)": lambda: torch.randn(n),
+        "safe Gaussian": lambda: gauss.sample(n, RandomSource()),
+        "safe Gaussian, secure_mode": lambda: gauss.sample(n, RandomSource(secure=True)),
+        "float Laplace (float64)": lambda: laplace_noise((n,), 1.0, device=torch.device("cpu")),
+        "safe Laplace": lambda: lap.sample(n, RandomSource()),
+        "safe Laplace, secure_mode": lambda: lap.sample(n, RandomSource(secure=True)),
+    }
+    best = {name: float("inf") for name in cases}
+    for f in cases.values():  # warm-up
+        f()
+    for _ in range(args.repeats):
+        for name, f in cases.items():
+            start = time.perf_counter()
+            f()
+            best[name] = min(best[name], time.perf_counter() - start)
+    print(f"{n:,} samples per call, best of {args.repeats}, {args.threads} threads, torch {torch.__version__}")
+    anchors = {"Gaussian": best["float Gaussian (randn, float64)"], "Laplace": best["float Laplace (float64)"]}
+    for name, t in best.items():
+        anchor = anchors["Gaussian" if "Gaussian" in name else "Laplace"]
+        print(f"{name:34s} {n / t / 1e6:8.1f} M samples/s   {t * 1e3:8.1f} ms   {t / anchor:5.2f}x float64")
+
+
+if __name__ == "__main__":
+    main()
