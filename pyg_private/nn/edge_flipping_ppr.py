@@ -13,7 +13,8 @@ from ..accounting import (
     resolve_truth_probability,
 )
 from ..accounting.validation import check_positive_int, check_restart_probability
-from ..mechanisms.edge_flipping import flip_edges
+from ..mechanisms.edge_flipping import Sampler, check_sampler, flip_edges
+from ..mechanisms.randomness import resolve_secure_mode
 from ..utils.seed_restored_ppr import lazy_ppr_restoring_seed_edges
 from ._ppr_release import SeededRelease
 
@@ -44,6 +45,13 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
     recipient's own edges; the same validity conditions as
     :class:`~pyg_private.nn.NoisyPPRDiffusion` apply).
 
+    **Exact sampling.** By default (``sampler="safe"``) every pair is flipped with probability
+    exactly :math:`1 - q` (exact geometric gaps from uniform integer words, see
+    :func:`~pyg_private.mechanisms.flip_edges`), :math:`q` being the float64 number ``self.q``
+    from which the event is computed: the charged curve is the one of the mechanism sampled,
+    and no released graph is impossible under a neighbouring input (which a floating-point
+    sampler cannot promise: Mironov, CCS 2012).
+
     Give ``epsilon`` (pure, :math:`q = e^\epsilon/(1+e^\epsilon)`, the reference code's
     choice), ``epsilon`` with ``delta`` (the largest :math:`q` whose RR curve converts to
     ``(epsilon, delta)``, as the paper accounts) or ``flip_probability`` :math:`p`
@@ -62,6 +70,12 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         personalized (bool): restore each seed's own edges in its column. (default: :obj:`False`)
         accountant, cached, symmetrize, generator, name: as in
             :class:`~pyg_private.nn.NoisyPPRDiffusion`.
+        sampler (str): ``"safe"`` (default): exact sampling, as above. ``"float"``: the
+            floating-point sampler (``torch.rand``), open to floating-point attacks; for
+            benchmarks and audits only. The event is the same.
+        secure_mode (bool, optional): draw every random bit from the operating system's CSPRNG
+            (``None``: the process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`);
+            a seeded ``generator`` is then refused (``ValueError``, before anything is charged).
 
     Shapes:
         - **input:** ``seed_index`` :math:`(C,)`, ``num_nodes`` :math:`|\mathcal{V}|`;
@@ -74,7 +88,8 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
                  delta: Optional[float] = None, flip_probability: Optional[float] = None,
                  personalized: bool = False, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
-                 name: str = "edge_flipping_ppr") -> None:
+                 name: str = "edge_flipping_ppr", sampler: Sampler = "safe",
+                 secure_mode: Optional[bool] = None) -> None:
         super().__init__()
         self.alpha = check_restart_probability(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
@@ -86,6 +101,13 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         self.symmetrize = symmetrize
         self.generator = generator
         self.name = name
+        self.sampler = check_sampler(sampler)
+        if secure_mode is not None and not isinstance(secure_mode, bool):
+            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
+        if self.sampler == "float" and secure_mode:
+            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
+        self.secure_mode = secure_mode
         self._cache = None
 
     @property
@@ -97,7 +119,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         """The event of one release; independent of ``num_columns`` (one randomised graph)."""
         return randomized_response_event(unit="edge", flip_probability=self.flip_probability, name=self.name,
                                          params={"alpha": self.alpha, "num_iterations": self.num_iterations,
-                                                 "personalized": self.personalized})
+                                                 "personalized": self.personalized, "sampler": self.sampler})
 
     def _charge(self, seeds: Optional[Tensor], num_columns: int) -> None:
         super()._charge(None, 1)  # one randomised graph, whatever the columns
@@ -121,8 +143,10 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         cached = self._from_cache(ei, s0)
         if cached is not None:
             return cached.to(torch.get_default_dtype())
+        # the process-wide secure mode may have changed since construction: refuse before charging
+        secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else None
         self._charge(seeds, s0.size(1))  # before any bit is flipped
-        released = flip_edges(ei, n, self.q, generator=self.generator)
+        released = flip_edges(ei, n, self.q, generator=self.generator, sampler=self.sampler, secure_mode=secure)
         truth = ei if self.personalized else released  # non-personalized: nothing is restored
         out = lazy_ppr_restoring_seed_edges(released, truth, n, seeds, alpha=self.alpha,
                                             num_iterations=self.num_iterations)
@@ -131,4 +155,5 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
 
     def __repr__(self) -> str:
         return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
-                f"flip_probability={self.flip_probability:.6g}, personalized={self.personalized})")
+                f"flip_probability={self.flip_probability:.6g}, personalized={self.personalized}, "
+                f"sampler={self.sampler!r})")

@@ -17,7 +17,8 @@ from ..accounting import (
     randomized_response_event,
     resolve_truth_probability,
 )
-from ..mechanisms.edge_flipping import flip_edges
+from ..mechanisms.edge_flipping import Sampler, check_sampler, flip_edges
+from ..mechanisms.randomness import resolve_secure_mode
 from ..utils import simple_undirected
 from ..utils.graph_validation import declared_num_nodes
 from ._fingerprint import ReleaseFingerprints, crc32_rows
@@ -39,6 +40,15 @@ class EdgeRandomizedResponse(BaseTransform):
     registered on unit ``"edge"`` before sampling. This is the Edge-Flipping baseline of
     Wei, Chien and Li (NeurIPS 2024, arXiv:2407.00077, Sec. 4.1 and App. E), which replaces
     each bit by a uniform bit with probability :math:`p`: :math:`q = 1 - p/2`.
+
+    **Exact sampling.** By default (``sampler="safe"``) the flips are drawn with exact
+    geometric gaps from uniform integer words (:func:`pyg_private.mechanisms.flip_edges`):
+    every pair is flipped with probability exactly :math:`1 - q`, where :math:`q` is the
+    float64 number stored as ``self.q`` (from ``epsilon``: :math:`e^\epsilon/(1+e^\epsilon)`
+    rounded to float64), and the event is computed from that same :math:`q`; its pure epsilon
+    :math:`\log(q/(1-q))` is therefore the one of the mechanism sampled (it may differ from the
+    requested ``epsilon`` in the last bits of :math:`q`). No released graph is impossible under
+    a neighbouring input, which a floating-point sampler cannot promise (Mironov, CCS 2012).
 
     **Personalized use.** ``keep_nodes`` (for example a PPR seed) report their own pairs
     truthfully: the output then protects only edges not incident to them, and is meant
@@ -82,6 +92,12 @@ class EdgeRandomizedResponse(BaseTransform):
             instance already released, again (charged again). (default: :obj:`False`)
         allow_repeat (bool, optional): deprecated name of ``allow_recompose``.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+        sampler (str): ``"safe"`` (default): exact sampling, as above. ``"float"``: the
+            floating-point sampler (``torch.rand``), open to floating-point attacks; for
+            benchmarks and audits only. The event is the same.
+        secure_mode (bool, optional): draw every random bit from the operating system's CSPRNG
+            (``None``: the process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`);
+            a seeded ``generator`` is then refused (``ValueError``, before anything is charged).
 
     Shapes:
         - **input:** ``data.edge_index`` :math:`(2, |\mathcal{E}|)` of an undirected simple
@@ -94,8 +110,16 @@ class EdgeRandomizedResponse(BaseTransform):
                  delta: Optional[float] = None, keep_nodes: Any = None,
                  accountant: Optional[PrivacyAccountant] = None, symmetrize: bool = False,
                  allow_recompose: bool = False, allow_repeat: Optional[bool] = None,
-                 generator: Optional[torch.Generator] = None, name: str = "edge_randomized_response") -> None:
+                 generator: Optional[torch.Generator] = None, name: str = "edge_randomized_response",
+                 sampler: Sampler = "safe", secure_mode: Optional[bool] = None) -> None:
         self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
+        self.sampler = check_sampler(sampler)
+        if secure_mode is not None and not isinstance(secure_mode, bool):
+            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
+        if self.sampler == "float" and secure_mode:
+            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
+        self.secure_mode = secure_mode
         self.epsilon_arg, self.delta = epsilon, delta
         self.flip_probability = 2.0 * (1.0 - self.q)
         self.keep_nodes = None if keep_nodes is None else torch.as_tensor(keep_nodes).long().view(-1)
@@ -123,6 +147,7 @@ class EdgeRandomizedResponse(BaseTransform):
     def event(self) -> PrivacyEvent:
         """The event one call registers."""
         params = {} if self.keep_nodes is None else {"kept_nodes": self.keep_nodes.numel()}
+        params["sampler"] = self.sampler
         return randomized_response_event(unit="edge", flip_probability=self.flip_probability, name=self.name,
                                          params=params)
 
@@ -155,8 +180,11 @@ class EdgeRandomizedResponse(BaseTransform):
                 "what happens when a noisy transform is a dataset's `transform=` (it runs at every access): use it as "
                 "`pre_transform=` or call it once. Pass allow_recompose=True to release again and be charged again."
             )
+        # the process-wide secure mode may have changed since construction: refuse before charging
+        secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else None
         charge(self.accountant, self.event(), self)
-        data.edge_index = flip_edges(edge_index, n, self.q, keep_nodes=keep, generator=self.generator)
+        data.edge_index = flip_edges(edge_index, n, self.q, keep_nodes=keep, generator=self.generator,
+                                     sampler=self.sampler, secure_mode=secure)
         self._released[key] = True
         for attr in list(data.keys()):  # everything aligned with (or built from) the true edges
             if attr != "edge_index" and ("edge" in attr or attr in ("e_id", "adj", "adj_t")):
@@ -171,4 +199,5 @@ class EdgeRandomizedResponse(BaseTransform):
         keep = "" if self.keep_nodes is None else f", keep_nodes={self.keep_nodes.numel()}"
         target = f"epsilon={eps:.4g}" if self.delta is None else f"epsilon={self.epsilon_arg:g}, delta={self.delta:g}"
         again = ", allow_recompose=True" if self.allow_recompose else ""
-        return f"{self.__class__.__name__}({target}, flip_probability={self.flip_probability:.4g}{keep}{again})"
+        return (f"{self.__class__.__name__}({target}, flip_probability={self.flip_probability:.4g}{keep}{again}, "
+                f"sampler={self.sampler!r})")
