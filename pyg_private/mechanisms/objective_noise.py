@@ -13,6 +13,12 @@ B is drawn **once**, before the optimisation, and enters the loss as :math:`\fra
 \Theta\rangle` (Eq. 13); it is never added to features, messages or gradients. Never persist or log
 B (or the seed of a generator that drew it) next to the released model: knowing B undoes the
 perturbation. A seeded generator makes experiments reproducible and voids the guarantee.
+
+**Not floating-point safe.** Unlike the output perturbations of this package, B is still sampled in
+floating point (``exponential_`` sums and ``randn``). The guarantee of objective perturbation rests
+on a change of variables over B's continuous density (the minimiser determines B), which rounding B
+to a grid would break, so the grid construction of :mod:`pyg_private.mechanisms.grid` does not
+apply as it stands; a floating-point-safe version needs its own analysis.
 """
 from __future__ import annotations
 
