@@ -1,9 +1,15 @@
-"""Noise samplers shared by the mechanisms: float64, on the input's device, optional generator.
+"""Floating-point noise samplers: float64, on the input's device, optional generator.
+
+These are the ``sampler="float"`` paths of the mechanisms and layers, kept for benchmarks,
+audits and comparisons. They are **open to floating-point attacks** (Mironov 2012; Jin et al.
+2022): a float sum ``value + noise`` can be impossible under a neighbouring input. The default
+``sampler="safe"`` releases on a power-of-two grid with exactly sampled integer noise instead
+(:mod:`pyg_private.mechanisms.grid`, :mod:`pyg_private.mechanisms.exact_integer_noise`, whose
+``"two_laplace"`` kind is the safe counterpart of :class:`TwoLaplaceStream`), with a
+``secure_mode`` drawing from the operating system's CSPRNG.
 
 A seeded ``torch.Generator`` makes experiments reproducible and **voids the privacy
-guarantee** (whoever knows the seed can subtract the noise). Floating-point attacks on
-Laplace/Gaussian samplers (Mironov 2012) are not mitigated yet (floating-point-safe,
-grid-valued noise and a ``secure_mode`` are planned).
+guarantee** (whoever knows the seed can subtract the noise).
 """
 from __future__ import annotations
 

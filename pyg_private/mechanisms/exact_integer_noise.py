@@ -15,7 +15,16 @@ Laplace or Gaussian variable rounded to the nearest integer,
 
 so a release ``grid value + K`` is a *post-processing* (rounding) of the continuous mechanism run on
 the grid value, and keeps its privacy guarantee exactly (Laplace: pure DP and its RDP curve;
-Gaussian: :math:`\mu`-GDP). No discrete-Gaussian analysis is needed.
+Gaussian: :math:`\mu`-GDP). No discrete-Gaussian analysis is needed. A third kind,
+``"two_laplace"``, is the rounded sum :math:`X = L_1 + L_2` of two independent
+:math:`\mathrm{Lap}(0, b)` variables, the per-step noise of noisy graph diffusion (Wei, Chien and Li,
+NeurIPS 2024), with density and survival function (:math:`x \ge 0`)
+
+.. math::
+    f(x) = \frac{1}{4b}\Big(1 + \frac{|x|}{b}\Big) e^{-|x|/b}, \qquad
+    P(|X| \ge x) = \tfrac12\, e^{-x/b}\,\Big(2 + \frac{x}{b}\Big),
+
+variance :math:`4b^2`; see :meth:`_Table.two_laplace_margin` for its fast acceptance ratio.
 
 **How a sample is drawn (all integer comparisons on uniform 63-bit words).** The integers are
 grouped into cells of :math:`w = 2^j` consecutive values, :math:`w \approx` scale / 2^r. A cell is
@@ -27,9 +36,10 @@ is at least 0.7 and close to 1 in the bulk; the test compares a word with
 :math:`\exp(\cdot)` evaluated in float64 **only when the word lies farther than a proven margin
 from it** (:math:`2^{-44}` relative for the Laplace ratio, which is exact;
 :math:`26/\sigma^2 + 2^{-44}` for the Gaussian, covering the integral's deviation from the density
-ratio), and otherwise, with probability about :math:`2^{-35}`, in 256-bit arithmetic with as many
-further random bits as the comparison needs. The rare cases (a tie with an alias split, the
-outermost tail beyond 10 standard deviations or 50 Laplace scales) take the same exact path. The
+ratio; :math:`1/(12 b^2) + 2^{-44}` for the sum of two Laplace, likewise), and otherwise, with
+probability about :math:`2^{-35}`, in 256-bit arithmetic with as many further random bits as the
+comparison needs. The rare cases (a tie with an alias split, the outermost tail beyond 10 standard
+deviations, 50 Laplace scales or 55 scales of the two-Laplace sum) take the same exact path. The
 samples are therefore exact up to the 256-bit precision of the tables: the sampled distribution
 differs from the stated one by less than :math:`10^{-60}` in total variation (far below any
 reported privacy figure; not added to the ledger).
@@ -50,10 +60,10 @@ from torch import Tensor
 
 from .randomness import WORD_BITS, RandomSource
 
-__all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "exact_bernoulli", "MIN_SCALE",
-           "MAX_SCALE"]
+__all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "rounded_two_laplace", "exact_bernoulli",
+           "MIN_SCALE", "MAX_SCALE"]
 
-Kind = Literal["laplace", "gaussian"]
+Kind = Literal["laplace", "gaussian", "two_laplace"]
 
 #: Smallest noise scale (Laplace ``b`` or Gaussian ``sigma``) in grid steps.
 MIN_SCALE = 2.0 ** 20
@@ -62,8 +72,10 @@ MAX_SCALE = 2.0 ** 46
 _PREC = 256  # bits of the alias tables and of every exact comparison
 _SPLIT_BITS = 50  # bits of a word compared with an alias split in the fast path
 _ACCEPT_BITS = 62  # bits of a word compared with an acceptance probability (the 63rd is the sign)
-_TAILS = {"laplace": 50.0, "gaussian": 10.0}  # table covers |k| < T * scale; beyond: exact tail path
-_CELLS = {"laplace": 5, "gaussian": 7}  # r: about 2^r cells per scale
+# table covers |k| < T * scale; beyond: exact tail path (mass e^-50 = 2e-22, 2 Phi(-10) = 2e-23,
+# e^-55 (2 + 55) / 2 = 3.7e-23 for the two-Laplace sum)
+_TAILS = {"laplace": 50.0, "gaussian": 10.0, "two_laplace": 55.0}
+_CELLS = {"laplace": 5, "gaussian": 7, "two_laplace": 5}  # r: about 2^r cells per scale
 _FLOAT_MARGIN = 2.0 ** -44
 _CHUNK = 1 << 15  # samples per vectorised pass (cache-sized)
 _TASK = 1 << 19  # samples per task of one thread, with its own random stream
@@ -99,7 +111,8 @@ class _Table:
         self.split, self.alias = _vose(ctx, [m / total for m in masses])
         self.split_bits = _SPLIT_BITS
         self._build_fast()
-        self.margin = _FLOAT_MARGIN + (26.0 / self.scale ** 2 if kind == "gaussian" else 0.0)
+        self.margin = _FLOAT_MARGIN + (26.0 / self.scale ** 2 if kind == "gaussian" else
+                                       self.two_laplace_margin(self.scale) if kind == "two_laplace" else 0.0)
         # one word holds sign, offset and >= 40 acceptance bits when the cell is narrow enough
         self.shared = self.j <= WORD_BITS - 1 - 40
         self.accept_bits = WORD_BITS - 1 - self.j if self.shared else WORD_BITS - 1
@@ -110,6 +123,8 @@ class _Table:
         if kind == "laplace":  # P(M = 0) / P(M = 1) = e^x / (1 + e^-x), x = 1 / (2b)
             x = 0.5 / self.scale
             self.zero_ratio = math.exp(x) / (1.0 + math.exp(-x))
+        elif kind == "two_laplace":  # from the exact probabilities (about 1/2): within 2^-52 of it
+            self.zero_ratio = float(self.pmf_m(0) / self.pmf_m(1))
         else:  # P(M = 0) / P(M = 1) = exp(1 / (2 sigma^2)) / 2, up to the margin
             self.zero_ratio = 0.5 * math.exp(0.5 / self.scale ** 2)
         self._build_cheap()
@@ -123,6 +138,9 @@ class _Table:
         ref = [max(c * w, 1) for c in range(self.num_cells)]
         if self.kind == "laplace":
             low = [math.exp(-(f - r) / self.scale) for f, r in zip(far, ref)]
+        elif self.kind == "two_laplace":  # the density ratio, a lower bound of the exact one (see the margin)
+            b = self.scale
+            low = [math.exp(-(f - r) / b) * (b + f) / (b + r) for f, r in zip(far, ref)]
         else:
             low = [math.exp(-(f - r) * (f + r) / (2.0 * self.scale ** 2)) for f, r in zip(far, ref)]
         low[0] = min(low[0], self.zero_ratio)
@@ -144,10 +162,57 @@ class _Table:
             self._devices[device] = (self.split_int.to(device), self.alias_t.to(device), self.cheap.to(device))
         return self._devices[device]
 
+    @staticmethod
+    def two_laplace_margin(b: float) -> float:
+        r"""Relative margin of the float64 acceptance ratio of the two-Laplace sum at scale ``b``
+        (grid steps, :math:`b \ge 2^{20}`): :math:`1/(12 b^2)`, added to the float margin
+        :math:`2^{-44}`.
+
+        **The fast ratio.** For :math:`1 \le r \le k` in one cell (:math:`r` the cell's reference,
+        :math:`0 \le k - r < w \le b/32`) the sampler evaluates the *density* ratio
+        :math:`D = e^{-(k - r)/b}\,(b + k)/(b + r) = f(k)/f(r)`. The exact ratio of the rounded
+        variable follows from the antiderivative of :math:`h(x) = (1 + x/b) e^{-x/b}`,
+        :math:`-b\,e^{-x/b}(2 + x/b)`: with :math:`\delta = 1/(2b)`,
+
+        .. math::
+            P(M = k) = \tfrac{1}{2b}\int_{k - 1/2}^{k + 1/2} h
+                = e^{-k/b}\,\big((2 + k/b)\sinh\delta - \delta\cosh\delta\big)
+                = \sinh\delta\; e^{-k/b}\,(c + k/b), \qquad c = 2 - \delta\coth\delta,
+
+        so :math:`P(M = k)/P(M = r) = e^{-(k - r)/b}\,(cb + k)/(cb + r)`: the density ratio with
+        :math:`b` replaced by :math:`cb = b - e`, :math:`e = b(\delta\coth\delta - 1)`. Since
+        :math:`1 \le x\coth x \le 1 + x^2/3` for all :math:`x`, :math:`0 \le e \le b\delta^2/3 =
+        1/(12 b)`, and
+
+        .. math::
+            \frac{P(M = k)/P(M = r)}{D} - 1
+                = \frac{1 - e/(b + k)}{1 - e/(b + r)} - 1
+                = \frac{e\,(k - r)}{(b + k)(b + r - e)} \in \Big[0, \frac{e\,w}{b^2 (1 - e/b)}\Big]
+                \subset \Big[0, \frac{1}{12 b^2}\Big]
+
+        (:math:`w \le b/32`, :math:`e/b \le 2^{-43}`). So the exact ratio lies in
+        :math:`[D, D(1 + 1/(12 b^2))]`: within :math:`1/(12b^2) \le 2^{-43.5}` of :math:`D`,
+        relatively, and never below it (which also makes :math:`D` at a cell's far end a valid
+        cheap threshold). The float64 evaluation of :math:`D` (an exact integer difference, a
+        product by :math:`1/b`, ``exp`` of an argument below :math:`2^{-5}`, two sums and a quotient)
+        errs by less than :math:`8 \cdot 2^{-53}` relatively, well inside :math:`2^{-44}`. Value 0
+        (cell 0) uses :math:`P(M = 0)/P(M = 1)` from the 256-bit probabilities, rounded once.
+        ``tests/mechanisms/test_two_laplace_noise.py`` checks the bound against the 256-bit ratio
+        and that it is tight enough to catch a wrong formula."""
+        return 1.0 / (12.0 * b * b)
+
     # -- exact probabilities (256-bit) ------------------------------------------------------------
     def pmf_m(self, k: int):
         """``P(M = k)`` of the magnitude ``M = |K|``."""
         ctx = self.ctx
+        if self.kind == "two_laplace":
+            if k == 0:
+                return 1 - self.tail_mass(1)
+            # e^{-k/b} ((2 + k/b) sinh d - d cosh d), d = 1/(2b) (see two_laplace_margin)
+            b = ctx.mpf(self.scale)
+            d = 1 / (2 * b)
+            u = ctx.mpf(k) / b
+            return ctx.exp(-u) * ((2 + u) * ctx.sinh(d) - d * ctx.cosh(d))
         if self.kind == "laplace":
             x = ctx.mpf(1) / (2 * ctx.mpf(self.scale))
             if k == 0:
@@ -163,6 +228,9 @@ class _Table:
         ctx = self.ctx
         if self.kind == "laplace":
             return ctx.exp(-(ctx.mpf(k) - ctx.mpf(0.5)) / ctx.mpf(self.scale))
+        if self.kind == "two_laplace":  # P(|X| >= x) = e^{-x/b} (2 + x/b) / 2 at x = k - 1/2
+            u = (ctx.mpf(k) - ctx.mpf(0.5)) / ctx.mpf(self.scale)
+            return ctx.exp(-u) * (2 + u) / 2
         return 2 * ctx.ncdf(-(ctx.mpf(k) - ctx.mpf(0.5)) / ctx.mpf(self.scale))
 
     def reference(self, c: int) -> int:
@@ -213,16 +281,17 @@ def exact_bernoulli(p, known: int, known_bits: int, source: RandomSource, ctx=No
 
 
 class RoundedNoiseSampler:
-    r"""Exact i.i.d. samples of the rounded Laplace (``kind="laplace"``, scale :math:`b`) or rounded
-    Gaussian (``kind="gaussian"``, standard deviation :math:`\sigma`) distribution on the integers,
-    the scale given in grid steps, in :math:`[2^{20}, 2^{46}]`.
+    r"""Exact i.i.d. samples of the rounded Laplace (``kind="laplace"``, scale :math:`b`), rounded
+    Gaussian (``kind="gaussian"``, standard deviation :math:`\sigma`) or rounded sum of two independent
+    Laplace (``kind="two_laplace"``, each of scale :math:`b`; standard deviation :math:`2b`)
+    distribution on the integers, the scale given in grid steps, in :math:`[2^{20}, 2^{46}]`.
 
     The alias table is built once per ``(kind, scale)`` (about 0.1 s) and cached.
     """
 
     def __init__(self, kind: Kind, scale: float) -> None:
         if kind not in _TAILS:
-            raise ValueError(f"`kind` must be 'laplace' or 'gaussian'; got {kind!r}")
+            raise ValueError(f"`kind` must be 'laplace', 'gaussian' or 'two_laplace'; got {kind!r}")
         scale = float(scale)
         if not (MIN_SCALE <= scale <= MAX_SCALE):
             raise ValueError(f"the noise scale must lie in [2^20, 2^46] grid steps; got {scale!r} "
@@ -339,6 +408,9 @@ class RoundedNoiseSampler:
         ref = (kf - offset.to(torch.float64)).clamp_(min=1.0)  # the cell's most likely value
         if t.kind == "laplace":
             ratio = ref.sub_(kf).mul_(1.0 / t.scale).exp_()
+        elif t.kind == "two_laplace":  # the density ratio e^{-(k - ref)/b} (b + k) / (b + ref)
+            poly = (kf + t.scale).div_(ref + t.scale)
+            ratio = ref.sub_(kf).mul_(1.0 / t.scale).exp_().mul_(poly)
         else:
             ratio = (ref - kf).mul_(ref.add_(kf)).mul_(0.5 / t.scale ** 2).exp_()
         zero = k == 0
@@ -384,4 +456,9 @@ def rounded_laplace(n: int, scale: float, source: RandomSource) -> Tensor:
 def rounded_gaussian(n: int, std: float, source: RandomSource) -> Tensor:
     """``n`` exact samples of ``round(N(0, std^2))`` (std in grid steps)."""
     return RoundedNoiseSampler("gaussian", std).sample(n, source)
+
+
+def rounded_two_laplace(n: int, scale: float, source: RandomSource) -> Tensor:
+    """``n`` exact samples of ``round(Lap(0, scale) + Lap(0, scale))`` (scale in grid steps)."""
+    return RoundedNoiseSampler("two_laplace", scale).sample(n, source)
 

@@ -1,6 +1,8 @@
 """What the private PPR modules share: noise arguments, graph input, caching and charging."""
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any, Callable, Optional
 
 import torch
@@ -12,7 +14,20 @@ from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.graph_validation import public_num_nodes
 from ..utils.lazy_ppr import seed_matrix
 
-__all__ = ["resolve_noise", "SeededRelease"]
+__all__ = ["resolve_noise", "SeededRelease", "inflated_scale"]
+
+
+def inflated_scale(scale: float, factor: Fraction) -> float:
+    """The smallest float64 that is at least ``scale * factor`` in exact (rational) arithmetic.
+
+    The grid releases multiply a noise scale by the exact factor by which rounding inflates the
+    shift (or sensitivity) the accounting charges, so that the ratio shift / scale, on which the
+    charged curve alone depends, does not grow: rounding the product up keeps that true exactly."""
+    target = Fraction(scale) * factor
+    out = float(target)
+    while Fraction(out) < target:
+        out = math.nextafter(out, math.inf)
+    return out
 
 
 def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta: Optional[float],
@@ -102,12 +117,13 @@ class SeededRelease:
             return c_out.clone()  # the caller may modify what it gets
         return None
 
-    def _charge(self, seeds: Optional[Tensor], num_columns: int) -> None:
+    def _charge(self, seeds: Optional[Tensor], num_columns: int, **event_kwargs: Any) -> None:
         """Charge the release before any noise is drawn: ``num_columns`` to one party, or
-        per recipient (the most columns any one seed receives) in personalized mode."""
+        per recipient (the most columns any one seed receives) in personalized mode
+        (``event_kwargs``, e.g. the release's grid, go to ``event``)."""
         if seeds is not None and self.personalized:
             num_columns = int(torch.bincount(seeds).max())
-        charge(self.accountant, self.event(num_columns), self)
+        charge(self.accountant, self.event(num_columns, **event_kwargs), self)
 
     def _remember(self, edge_index: Tensor, signals: Tensor, out: Tensor) -> None:
         if self.cached:

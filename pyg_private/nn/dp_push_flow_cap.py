@@ -1,7 +1,8 @@
 r"""DP-PushFlowCap: capped push-flow PPR with Laplace output noise (Epasto et al., NeurIPS 2022)."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from fractions import Fraction
+from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -10,10 +11,34 @@ from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_ev
 from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import laplace_noise
+from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
+from ..mechanisms.grid import (
+    DEFAULT_GRID_TOLERANCE,
+    check_granularity,
+    choose_granularity,
+    from_grid,
+    round_to_grid,
+    validate_granularity,
+)
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..utils.push_flow import push_flow_cap_ppr
-from ._ppr_release import SeededRelease, resolve_noise
+from ._grid_gaussian import check_sampler_args
+from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 
-__all__ = ["DPPushFlowCap"]
+__all__ = ["DPPushFlowCap", "PushFlowGrid"]
+
+
+class PushFlowGrid(NamedTuple):
+    """The grid of one safe DP-PushFlowCap release (see :meth:`DPPushFlowCap.plan_grid`)."""
+
+    #: The power-of-two grid step :math:`g`.
+    granularity: float
+    #: The Laplace scale :math:`b' \ge b\,\Delta_1'/\Delta_1` actually used.
+    noise_scale: float
+    #: :math:`\Delta_1' = \Delta_1 + N g`, the sensitivity of the rounded column.
+    sensitivity: float
+    #: The number of coordinates per column :math:`N`.
+    num_nodes: int
 
 
 class DPPushFlowCap(SeededRelease, torch.nn.Module):
@@ -37,6 +62,23 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
     one seed receives), with the same validity conditions as
     :class:`~pyg_private.nn.NoisyPPRDiffusion`.
 
+    **Floating-point safety.** With ``sampler="safe"`` (the default) the release lies on a
+    power-of-two grid :math:`g` (``layer.granularity`` after a forward):
+    :math:`g\,(\mathrm{round}(\mathbf{p}/g) + \mathbf{K})` with :math:`\mathbf{K}` the Laplace noise
+    rounded to the grid and sampled exactly from integers (see :mod:`pyg_private.mechanisms.grid`), then
+    clipped (post-processing; 0 and 1 are on the grid). It is the Laplace mechanism run on the rounded
+    column and rounded again, whose :math:`\ell_1` sensitivity is at most :math:`\Delta_1' = \Delta_1 +
+    Ng` (:math:`N` coordinates per column, each moved by at most :math:`g/2` on either graph). The
+    Laplace curve depends on :math:`\Delta_1/b` only, so the scale is raised to :math:`b' \ge
+    b\Delta_1'/\Delta_1` (checked in rational arithmetic) and the event's curve is **the same** as
+    the float sampler's; :math:`g` is the coarsest power of two with :math:`Ng \le` ``grid_tolerance``
+    :math:`\cdot\Delta_1` (default :math:`2^{-16}`) that keeps :math:`b'/g` within
+    :math:`[2^{20}, 2^{46}]` steps, chosen per forward from public quantities and recorded in the
+    event's params. ``sampler="float"`` keeps the floating-point Laplace sampler (open to
+    floating-point attacks); ``secure_mode=True`` draws every random bit from the operating system's
+    CSPRNG. The bound is that of the exact push-flow output; the float64 rounding of its
+    computation is not accounted.
+
     Give ``noise_scale`` (Laplace scale :math:`b`) or ``epsilon`` with ``delta``
     (calibrated on the RDP curve at ``delta``, as the paper converts this baseline;
     ``delta=0`` gives the pure :math:`b = \Delta_1/\epsilon`). The target is per
@@ -49,6 +91,9 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         noise_scale, epsilon, delta, personalized, epsilon_columns, accountant, cached,
         symmetrize, orders, generator, name: as in :class:`~pyg_private.nn.NoisyPPRDiffusion`.
         clip_output (bool): clip the release to :math:`[0, 1]`. (default: :obj:`True`)
+        sampler, secure_mode, granularity, grid_tolerance: the safe release, as in
+            :class:`~pyg_private.nn.NoisyPPRDiffusion` (the granularity no coarser than
+            :math:`\Delta_1/N`; the tolerance bounds :math:`Ng/\Delta_1`).
 
     Shapes:
         - **input:** ``seed_index`` :math:`(C,)`, ``num_nodes`` :math:`|\mathcal{V}|`;
@@ -62,8 +107,17 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
                  delta: Optional[float] = None, personalized: bool = False, epsilon_columns: int = 1,
                  clip_output: bool = True, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
                  symmetrize: bool = False, orders: Sequence[float] = DEFAULT_ORDERS,
-                 generator: Optional[torch.Generator] = None, name: str = "dp_push_flow_cap") -> None:
+                 generator: Optional[torch.Generator] = None, name: str = "dp_push_flow_cap",
+                 sampler: str = "safe", secure_mode: Optional[bool] = None, granularity: Optional[float] = None,
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         super().__init__()
+        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
+        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
+        if granularity is not None and self.sampler == "float":
+            raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
+        self._granularity = None if granularity is None else check_granularity(granularity)
+        #: The grid of the last release (``None`` before it and with the float sampler).
+        self.granularity: Optional[float] = None
         self.alpha = check_restart_probability(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
         self.eta = check_positive(eta, "eta")
@@ -86,18 +140,42 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         self.name = name
         self._cache = None
 
-    def event(self, num_columns: int) -> PrivacyEvent:
-        """The event of a release of ``num_columns`` columns (to one party, or per recipient)."""
+    def event(self, num_columns: int, grid: Optional[PushFlowGrid] = None) -> PrivacyEvent:
+        """The event of a release of ``num_columns`` columns (to one party, or per recipient);
+        ``grid``: the safe release's grid (:meth:`plan_grid`), recorded in the params. The curve is
+        the same with or without it (the scale absorbs the rounding, see the class notes)."""
         c = check_positive_int(num_columns, "num_columns")
         rdp = push_flow_rdp(self.orders, noise_scale=self.noise_scale, eta=self.eta, alpha=self.alpha,
                             num_iterations=self.num_iterations, num_columns=c)
+        params = {"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
+                  "sensitivity": self.sensitivity, "noise_scale": self.noise_scale, "columns": c,
+                  "personalized": self.personalized, "sampler": self.sampler}
+        if grid is not None:
+            params.update(granularity=grid.granularity, grid_noise_scale=grid.noise_scale,
+                          grid_sensitivity=grid.sensitivity, dim=grid.num_nodes)
         return rdp_event(
             unit="edge", orders=self.orders, rdp=rdp, name=self.name,
             mechanism="dp_push_flow_cap_personalized" if self.personalized else "dp_push_flow_cap",
-            params={"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
-                    "sensitivity": self.sensitivity, "noise_scale": self.noise_scale, "columns": c,
-                    "personalized": self.personalized},
+            params=params,
         )
+
+    def plan_grid(self, num_nodes: int) -> PushFlowGrid:
+        r"""The grid of a safe release of columns of ``num_nodes`` coordinates (public quantities
+        only; raises before anything is charged): :math:`g`, :math:`b' \ge b\Delta_1'/\Delta_1`
+        and :math:`\Delta_1' = \Delta_1 + Ng` (see the class notes). The push-flow values lie in
+        :math:`[0, 1]`, which the grid must hold within :math:`2^{60}` steps."""
+        n = check_positive_int(num_nodes, "num_nodes")
+        if self._granularity is None:
+            g = choose_granularity(scale=self.noise_scale, sensitivity=self.sensitivity, dim=n, norm="l1",
+                                   tolerance=self.grid_tolerance)
+        else:
+            g = validate_granularity(self._granularity, scale=self.noise_scale, sensitivity=self.sensitivity,
+                                     dim=n, norm="l1")
+        if 1.0 / g > 2.0 ** 60:
+            raise ValueError(f"the noise scale {self.noise_scale:g} is too small for a grid release (the grid {g:g} "
+                             "would need more than 2^60 steps for the values in [0, 1]); use sampler='float'")
+        factor = 1 + n * Fraction(g) / Fraction(self.sensitivity)  # Delta' / Delta, exactly
+        return PushFlowGrid(g, inflated_scale(self.noise_scale, factor), inflated_scale(self.sensitivity, factor), n)
 
     def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
@@ -121,10 +199,22 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         cached = self._from_cache(ei, s0)
         if cached is not None:
             return cached.to(torch.get_default_dtype())
-        self._charge(seeds, s0.size(1))  # before any noise is drawn
+        grid, source, sampler = None, None, None
+        if self.sampler == "safe":  # plan the grid: raises before any charge
+            grid = self.plan_grid(n)
+            source = RandomSource(s0.device, generator=self.generator,
+                                  secure=resolve_secure_mode(self.secure_mode, self.generator))
+            sampler = RoundedNoiseSampler("laplace", grid.noise_scale / grid.granularity)
+        self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
+        self.granularity = None if grid is None else grid.granularity
         p = push_flow_cap_ppr(ei, n, seeds, alpha=self.alpha, num_iterations=self.num_iterations, eta=self.eta,
                               personalized=self.personalized)
-        out = p.add_(laplace_noise(p.shape, self.noise_scale, device=p.device, generator=self.generator))
+        if grid is None:
+            out = p.add_(laplace_noise(p.shape, self.noise_scale, device=p.device, generator=self.generator))
+        else:  # g (round(p / g) + K), K the rounded Laplace in grid steps, exact
+            steps = round_to_grid(p, grid.granularity)
+            steps.view(-1).add_(sampler.sample(steps.numel(), source))
+            out = from_grid(steps, grid.granularity)
         if self.clip_output:
             out.clamp_(0.0, 1.0)
         self._remember(ei, s0, out)
@@ -134,4 +224,4 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
                 f"eta={self.eta:g}, noise_scale={self.noise_scale:.6g}{target}, personalized={self.personalized}, "
-                f"cached={self.cached})")
+                f"sampler={self.sampler!r}, cached={self.cached})")

@@ -107,7 +107,7 @@ class GAPAggregation(SparsePropagation):
         return math.sqrt(self.K) / self.noise_multiplier if self.noise_multiplier > 0 else math.inf
 
     def event(self, grid: Optional[tuple[float, float]] = None) -> PrivacyEvent:
-        """The event one new release registers (``grid``: the forward's granularity and inflated
+        r"""The event one new release registers (``grid``: the forward's granularity and inflated
         sensitivity, recorded in the parameters; :math:`\mu` does not depend on them)."""
         extra = {} if grid is None else {"granularity": grid[0], "grid_sensitivity": grid[1]}
         return gdp_event(unit="edge", mu=self.mu, name=self.name, mechanism="gap_aggregation",

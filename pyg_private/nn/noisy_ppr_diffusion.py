@@ -2,7 +2,8 @@ r"""Edge-private personalized PageRank by noisy graph diffusion (Wei, Chien and 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Optional, Sequence
+from fractions import Fraction
+from typing import Any, Literal, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -11,15 +12,36 @@ from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_ev
 from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import TwoLaplaceStream
+from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity, validate_granularity
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import adjacency_csr, inverse_degree
 from ..utils.lazy_ppr import seed_matrix
-from ._ppr_release import SeededRelease, resolve_noise
+from ._grid_gaussian import check_sampler_args
+from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 from ._sparse_propagation import SparsePropagation
 
-__all__ = ["NoisyPPRDiffusion"]
+__all__ = ["NoisyPPRDiffusion", "PPRGrid"]
 
 Projection = Optional[Literal["l1_ball", "simplex"]]
+
+_CLAMP = 2.0 ** 61  # as in pyg_private.mechanisms.grid.round_to_grid
+_MAX_VALUE_STEPS = 2.0 ** 60
+
+
+class PPRGrid(NamedTuple):
+    """The grid of one safe release (see :meth:`NoisyPPRDiffusion.plan_grid`)."""
+
+    #: The power-of-two grid step :math:`g`.
+    granularity: float
+    #: The Laplace scale :math:`\sigma'` of each of the two draws per step (at least :math:`\sigma\eta'/\eta`).
+    noise_scale: float
+    #: :math:`\eta' = \eta + (1 + \beta) N g / (2\beta)` (rounded up): the clip threshold whose per-step
+    #: shift :math:`2\beta\eta'` covers the rounding.
+    eta: float
+    #: The number of coordinates per column :math:`N`.
+    num_nodes: int
 
 
 class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
@@ -51,6 +73,57 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     personalized guarantee is **invalid** when several columns, or anything computed
     from them, reach a party other than their seed (for example a model trained on the
     PPR vectors and released): then use ``personalized=False``.
+
+    **Floating-point safety.** With ``sampler="safe"`` (the default) every step's noisy iterate is
+    released on a power-of-two grid :math:`g` (``layer.granularity`` after a forward), with the
+    noise the sum of the two Laplace variables rounded to the grid and sampled exactly from integers
+    (:class:`~pyg_private.mechanisms.exact_integer_noise.RoundedNoiseSampler`, kind
+    ``"two_laplace"``): step :math:`k` computes
+    :math:`\mathbf{y}^{(k)} = g\,(\mathrm{round}(\phi_G(\mathbf{y}^{(k-1)})/g) + \mathbf{K}^{(k)})`
+    with :math:`\phi_G(\mathbf{x}) = \beta\mathbf{W}f(\mathbf{x}) + (1 - \beta)\mathbf{s}` and
+    :math:`\mathbf{y}^{(0)} = \mathbf{s}`, so every value (and the returned
+    :math:`\mathbf{y}^{(K)}`, before the optional projection and the cast to the output dtype) is a
+    multiple of :math:`g`, and every multiple is possible under every graph: no output is impossible
+    under a neighbouring graph (Mironov 2012; Jin et al. 2022). *Accounting.* Write :math:`R` for
+    the rounding to the grid (its :math:`\pm 2^{61} g` clamp included: a 1-Lipschitz clamp followed
+    by a rounding that moves each coordinate by at most :math:`g/2`). With
+    :math:`\mathbf{z}^{(k)} = R(\phi_G(\mathbf{y}^{(k-1)})) + \boldsymbol\xi^{(k)}`,
+    :math:`\boldsymbol\xi^{(k)}` the *continuous* sum of two :math:`\mathrm{Lap}(0, \sigma')`
+    vectors, :math:`\mathbf{y}^{(k)} = R(\mathbf{z}^{(k)})` (the rounding of an integer plus
+    :math:`X` is that integer plus the rounding of :math:`X`), so the :math:`\mathbf{z}` chain is
+    the paper's noisy iteration :math:`\mathbf{z}^{(k)} = \psi_G(\mathbf{z}^{(k-1)}) +
+    \boldsymbol\xi^{(k)}` with the map :math:`\psi_G = R \circ \phi_G \circ R` (the first step
+    :math:`R(\phi_G(\mathbf{s}))`) and the release :math:`R(\mathbf{z}^{(K)})` a post-processing of
+    :math:`\mathbf{z}^{(K)}`. Per column (:math:`N` coordinates, :math:`\ell_1` norm, the norm of
+    the analysis), for all inputs :math:`\mathbf{u}, \mathbf{u}'`,
+
+    .. math::
+        \|\psi_G(\mathbf{u}) - \psi_{G'}(\mathbf{u}')\|_1
+            \le \tfrac{Ng}{2} + \|\phi_G(R\mathbf{u}) - \phi_{G'}(R\mathbf{u}')\|_1 + \tfrac{Ng}{2}
+            \le \beta\|\mathbf{u} - \mathbf{u}'\|_1 + \rho + (1 + \beta) N g,
+
+    using :math:`\|\phi_G(\mathbf{a}) - \phi_{G'}(\mathbf{a}')\|_1 \le \beta\|\mathbf{a} -
+    \mathbf{a}'\|_1 + \rho` (:math:`\phi` is a :math:`\beta`-contraction, Lemma B.1 bounds the
+    distortion by :math:`\rho = 2\beta\eta`) and :math:`\|R\mathbf{u} - \mathbf{u}\|_1 \le
+    Ng/2`. That inequality and data processing through one map are all that the proofs of
+    Theorems 1 and 4 use of the iteration (the contraction-reduction and shift-reduction lemmas of
+    privacy amplification by iteration), so they hold with :math:`\rho' = \rho + (1 + \beta) N g
+    = 2\beta\eta'`, :math:`\eta' = \eta + (1 + \beta) N g/(2\beta)`, :math:`\gamma = \beta`
+    unchanged; in personalized mode the first step still has no distortion (the one-hot seed's
+    first step, rounding included, is the same on both graphs), and :math:`\rho_k = \rho'` for
+    :math:`k \ge 2`. The curve depends on :math:`\rho/\sigma` only and grows with it, so the
+    noise scale is raised to :math:`\sigma' \ge \sigma\eta'/\eta` (checked in rational
+    arithmetic) and the event's curve is **the same** as the float sampler's. :math:`g` is the
+    coarsest power of two with :math:`(1 + \beta) N g \le` ``grid_tolerance`` :math:`\cdot\rho`
+    (default :math:`2^{-16}`: :math:`\sigma' \le (1 + 2^{-16})\sigma`) that keeps
+    :math:`\sigma'/g` within the exact sampler's :math:`[2^{20}, 2^{46}]` steps; it depends on
+    :math:`N` and is chosen per forward from public quantities (and recorded in the event's
+    params). ``sampler="float"`` keeps the floating-point :class:`~pyg_private.mechanisms._noise.TwoLaplaceStream`
+    (open to floating-point attacks; benchmarks and audits only); ``secure_mode=True`` draws every
+    random bit from the operating system's CSPRNG. As for :class:`ContractiveGraphLayer`, the bound
+    is that of exact arithmetic for :math:`\phi` itself: the float64 rounding of the propagation
+    (relative :math:`\approx 10^{-16}` per operation, including the float64 form of grid values
+    beyond :math:`2^{53}g`) is not accounted.
 
     **Calibration.** Give ``noise_scale`` (the Laplace *scale* :math:`\sigma`, not a
     standard deviation) or ``epsilon`` and ``delta``. ``noise_scale=0`` is the
@@ -98,6 +171,15 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         orders (Sequence[float], optional): Rényi orders of the curve (default: the
             library grid up to 1e6 and infinity).
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
+        sampler (str): ``"safe"`` (grid-valued, exact integer noise) or ``"float"`` (see above).
+            (default: ``"safe"``)
+        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+            process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`); refuses a
+            seeded ``generator``.
+        granularity (float, optional): the grid (a power of two, no coarser than
+            :math:`\rho/((1 + \beta)N)`); chosen per forward when ``None``.
+        grid_tolerance (float): bound on :math:`(1 + \beta)Ng/\rho` when the grid is chosen.
+            (default: :math:`2^{-16}`)
 
     Shapes:
         - **input:** signals :math:`(|\mathcal{V}|, C)` (non-negative) or
@@ -128,8 +210,19 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         orders: Sequence[float] = DEFAULT_ORDERS,
         generator: Optional[torch.Generator] = None,
         name: str = "noisy_ppr_diffusion",
+        sampler: str = "safe",
+        secure_mode: Optional[bool] = None,
+        granularity: Optional[float] = None,
+        grid_tolerance: float = DEFAULT_GRID_TOLERANCE,
     ) -> None:
         super().__init__()
+        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
+        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
+        if granularity is not None and self.sampler == "float":
+            raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
+        self._granularity = None if granularity is None else check_granularity(granularity)
+        #: The grid of the last release (``None`` before it, without noise, or with the float sampler).
+        self.granularity: Optional[float] = None
         self.alpha = check_restart_probability(alpha)
         self.num_iterations = check_positive_int(num_iterations, "num_iterations")
         self.eta = check_positive(eta, "eta")
@@ -163,17 +256,56 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             return torch.full((len(self.orders),), math.inf, dtype=torch.float64)
         return torch.as_tensor(self._column_curve.copy())
 
-    def event(self, num_columns: int) -> PrivacyEvent:
-        """The event of a release of ``num_columns`` columns (to one party, or per recipient)."""
+    def event(self, num_columns: int, grid: Optional[PPRGrid] = None) -> PrivacyEvent:
+        """The event of a release of ``num_columns`` columns (to one party, or per recipient);
+        ``grid``: the safe release's grid (:meth:`plan_grid`), recorded in the params. The curve is
+        the same with or without it (the noise scale absorbs the rounding, see the class notes)."""
         c = check_positive_int(num_columns, "num_columns")
         if self._column_curve is None:
             raise ValueError("noise_scale=0 is the non-private reference: it has no privacy event")
+        params = {"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
+                  "noise_scale": self.noise_scale, "columns": c, "personalized": self.personalized,
+                  "sampler": self.sampler}
+        if grid is not None:
+            params.update(granularity=grid.granularity, grid_noise_scale=grid.noise_scale, grid_eta=grid.eta,
+                          dim=grid.num_nodes)
         return rdp_event(
             unit="edge", orders=self.orders, rdp=c * self._column_curve, name=self.name,
             mechanism="noisy_ppr_personalized" if self.personalized else "noisy_ppr_diffusion",
-            params={"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
-                    "noise_scale": self.noise_scale, "columns": c, "personalized": self.personalized},
+            params=params,
         )
+
+    def plan_grid(self, num_nodes: int, max_signal: float = 1.0) -> PPRGrid:
+        r"""The grid of a safe release on ``num_nodes`` nodes (public quantities only; raises before
+        anything is charged): :math:`g`, :math:`\sigma' \ge \sigma\eta'/\eta` and :math:`\eta'`
+        (see the class notes). ``max_signal`` is the largest entry of the public signals (1 for
+        one-hot seeds): every :math:`\phi_G` value lies in :math:`[0, \beta\eta(N - 1) + (1 -
+        \beta)\max s]` (the clip bounds :math:`(\mathbf{W}f)_i` by :math:`\eta d_i`; the seed's own
+        unclipped entry in personalized mode is bounded by ``max_signal`` instead, a heuristic
+        only: the clamp at :math:`2^{61}g` is harmless), and the grid must hold that within
+        :math:`2^{60}` steps."""
+        if self.noise_scale == 0:
+            raise ValueError("noise_scale=0 is the non-private reference: it has no grid")
+        n = check_positive_int(num_nodes, "num_nodes")
+        beta = 1.0 - self.alpha  # the beta of the iteration and of the accounting
+        rho = 2.0 * beta * self.eta  # Lemma B.1 for the lazy walk
+        base = rho / (1.0 + beta)  # choose g with n g <= tolerance * rho / (1 + beta)
+        if self._granularity is None:
+            g = choose_granularity(scale=self.noise_scale, sensitivity=base, dim=n, norm="l1",
+                                   tolerance=self.grid_tolerance)
+        else:
+            g = validate_granularity(self._granularity, scale=self.noise_scale, sensitivity=base, dim=n, norm="l1")
+        b = Fraction(beta)
+        factor = 1 + (1 + b) * n * Fraction(g) / (2 * b * Fraction(self.eta))  # eta' / eta = rho' / rho, exactly
+        sigma = inflated_scale(self.noise_scale, factor)
+        eta = inflated_scale(self.eta, factor)
+        value_bound = beta * self.eta * (n - 1) + (max_signal if self.personalized else (1.0 - beta) * max_signal)
+        if value_bound / g > _MAX_VALUE_STEPS:
+            raise ValueError(
+                f"the grid {g:g} cannot hold the diffusion's values (up to {value_bound:g}) within 2^60 steps: the "
+                f"noise scale {self.noise_scale:g} is too small for a grid release; raise `grid_tolerance`, pass a "
+                "coarser `granularity`, or use sampler='float' (or noise_scale=0 for the noise-free reference)")
+        return PPRGrid(g, sigma, eta, n)
 
     # ------------------------------------------------------------------- forward
     def _signals(self, x: Optional[Tensor], seed_index: Optional[Tensor], n: int,
@@ -217,9 +349,16 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         cached = self._from_cache(ei, s0)
         if cached is not None:
             return cached.to(out_dtype)
+        grid, source, sampler = None, None, None
+        if self.noise_scale > 0 and self.sampler == "safe":  # plan the grid: raises before any charge
+            grid = self.plan_grid(n, float(s0.detach().max()))
+            source = RandomSource(s0.device, generator=self.generator,
+                                  secure=resolve_secure_mode(self.secure_mode, self.generator))
+            sampler = RoundedNoiseSampler("two_laplace", grid.noise_scale / grid.granularity)
         if self.noise_scale > 0:
-            self._charge(seeds, s0.size(1))  # before any noise is drawn
-        out = self._diffuse(ei, n, s0, seeds)
+            self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
+        self.granularity = None if grid is None else grid.granularity
+        out = self._diffuse(ei, n, s0, seeds, grid, source, sampler)
         if self.output_projection == "l1_ball":
             out = project_l1_ball(out)
         elif self.output_projection == "simplex":
@@ -229,7 +368,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         return out.to(out_dtype)
 
     @torch.no_grad()
-    def _diffuse(self, edge_index: Tensor, n: int, s0: Tensor, seeds: Optional[Tensor]) -> Tensor:
+    def _diffuse(self, edge_index: Tensor, n: int, s0: Tensor, seeds: Optional[Tensor], grid: Optional[PPRGrid] = None,
+                 source: Optional[RandomSource] = None, sampler: Optional[RoundedNoiseSampler] = None) -> Tensor:
         beta = 1.0 - self.alpha
         adj, deg = adjacency_csr(edge_index, n)  # row i of adj holds i's neighbours
         deg_inv = inverse_degree(deg).unsqueeze(-1)
@@ -240,7 +380,12 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         else:
             restart = (1.0 - beta) * s0
         noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator) \
-            if self.noise_scale > 0 else None
+            if self.noise_scale > 0 and grid is None else None
+        if grid is not None:  # the safe release's buffers: scaled values, grid steps, integer noise
+            g = grid.granularity
+            scaled_g = torch.empty_like(s0)
+            steps = torch.empty(s0.shape, dtype=torch.int64, device=s0.device)
+            ints = torch.empty(s0.numel(), dtype=torch.int64, device=s0.device)
         s = s0.clone()
         xc = torch.empty_like(s)
         scaled = torch.empty_like(s)
@@ -259,7 +404,13 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
                 s[seeds, cols] += 1.0 - beta
             else:
                 s.add_(restart)
-            if self.noise_scale > 0:
+            if grid is not None:  # s <- g (round(s / g) + K), K = round(xi_1 + xi_2) in grid steps, exact
+                torch.mul(s, 1.0 / g, out=scaled_g)  # exact: a power-of-two scaling
+                scaled_g.clamp_(-_CLAMP, _CLAMP).round_()
+                steps.copy_(scaled_g)
+                steps.view(-1).add_(sampler.sample(ints.numel(), source, out=ints))
+                s.copy_(steps).mul_(g)  # float64 grid values (exact below 2^53 g)
+            elif self.noise_scale > 0:
                 s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
         return s
 
@@ -267,4 +418,4 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
                 f"eta={self.eta:g}, noise_scale={self.noise_scale:.6g}{target}, personalized={self.personalized}, "
-                f"cached={self.cached})")
+                f"sampler={self.sampler!r}, cached={self.cached})")

@@ -21,7 +21,7 @@ from pyg_private.mechanisms import flip_edges
 from pyg_private.nn import DPPushFlowCap, EdgeFlippingPPR
 from pyg_private.utils import lazy_ppr, push_flow_cap_ppr, simple_undirected
 
-NO_NOISE = dict(noise_scale=1e-300)
+NO_NOISE = dict(noise_scale=1e-300, sampler="float")  # the float path's noise-free limit (no grid fits 1e-300)
 NO_FLIP = dict(flip_probability=1e-12)  # q = 1 - 5e-13: no pair flips in practice
 
 
