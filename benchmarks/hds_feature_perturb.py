@@ -1,18 +1,24 @@
-"""Throughput and peak memory of HDSFeaturePerturb on a large feature matrix (issue 6 benchmark).
+"""Throughput and peak memory of HDSFeaturePerturb on a large feature matrix (issue 6 benchmark;
+the samplers of issue 14).
 
     python benchmarks/hds_feature_perturb.py [--threads 1] [--repeats 5] [--nodes 1000000]
                                              [--features 500] [--k 5 20] [--epsilon 1]
-                                             [--loop-rows 20000]
+                                             [--samplers safe float secure] [--loop-rows 20000]
 
 The input: --nodes x --features float32 features, uniform on [0, 1) (Pubmed has 500
 TF-IDF features; this is 50 times its nodes), declared public range (0, 1). For each k:
 
   * HDSFeaturePerturb(epsilon, k, (0, 1)), dense output (the full matrix, k non-zeros a
-    row) and sparse_output=True (a COO tensor with k entries a row). Each call validates
-    every perturbed row (finite, inside the public range), fingerprints the input (CRC-32,
-    the re-release guard), charges one per-node event to an accountant, then perturbs the
-    rows chunk by chunk. A fresh transform instance per call (the guard would refuse to
-    release the same raw features twice). The figure is the median over --repeats calls.
+    row) and sparse_output=True (a COO tensor with k entries a row), for each sampler of
+    --samplers: "safe" (the default: the exactly sampled grid law, words from a PCG64 stream
+    seeded by the OS), "float" (sampler="float": the floating-point sampler of the continuous
+    law, the code before issue 14) and "secure" (safe with secure_mode=True: every random
+    word from os.urandom). Each call validates every perturbed row (finite, inside the public
+    range), fingerprints the input (CRC-32, the re-release guard), charges one per-node event
+    to an accountant, then perturbs the rows chunk by chunk. A fresh transform instance per
+    call (the guard would refuse to release the same raw features twice). The figure is the
+    median over --repeats calls; the cases are interleaved (one call of each in turn), so that
+    the ratios to "float" printed at the end of each k compare calls made under the same load.
   * the reference: a per-row Python/NumPy loop of the same mechanism and checks (row
     finite and in range, k of d coordinates without replacement with
     numpy.random.Generator.choice, the square wave on each, written into a preallocated
@@ -83,6 +89,8 @@ def main() -> None:
     ap.add_argument("--features", type=int, default=500)
     ap.add_argument("--k", type=int, nargs="+", default=[5, 20])
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--samplers", nargs="+", default=["safe", "float", "secure"],
+                    choices=["safe", "float", "secure"])
     ap.add_argument("--loop-rows", type=int, default=20_000)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -94,32 +102,49 @@ def main() -> None:
           f"torch threads={args.threads}, input {x.numel() * 4 / 2**20:,.0f} MiB", flush=True)
     x_np = x[: args.loop_rows].numpy()
 
+    sampler_kwargs = {"safe": {}, "float": {"sampler": "float"}, "secure": {"secure_mode": True}}
+
+    def case(k: int, sparse: bool, kwargs: dict):
+        return lambda: HDSFeaturePerturb(eps, k, (0.0, 1.0), sparse_output=sparse, accountant=PrivacyAccountant(),
+                                         **kwargs)(Data(x=x, num_nodes=n))
+
     for k in args.k:
-        cases = {
-            "dense output": lambda: HDSFeaturePerturb(eps, k, (0.0, 1.0), accountant=PrivacyAccountant())(
-                Data(x=x, num_nodes=n)),
-            "sparse_output=True": lambda: HDSFeaturePerturb(eps, k, (0.0, 1.0), sparse_output=True,
-                                                            accountant=PrivacyAccountant())(Data(x=x, num_nodes=n)),
-        }
+        cases = {}
+        for sampler in args.samplers:
+            for sparse in (False, True):
+                label = f"{sampler}, {'sparse_output=True' if sparse else 'dense output'}"
+                cases[label] = case(k, sparse, sampler_kwargs[sampler])
         print(f"\nk = {k}", flush=True)
-        rates = {}
-        for name, fn in cases.items():
+        for fn in cases.values():
             fn()  # warm-up, not counted
-            times = []
-            for _ in range(args.repeats):
+        times = {name: [] for name in cases}
+        for _ in range(args.repeats):  # interleaved: every case sees the same background load
+            for name, fn in cases.items():
                 t0 = time.perf_counter()
                 out = fn()
-                times.append(time.perf_counter() - t0)
+                times[name].append(time.perf_counter() - t0)
                 del out
+        rates, medians = {}, {}
+        for name, fn in cases.items():
             if _trim is not None:
                 _trim(0)
             with PeakRSS() as mem:
                 out = fn()
             del out
-            med = statistics.median(times)
+            med = medians[name] = statistics.median(times[name])
             rates[name] = n / med
-            print(f"  {name:<22} median {med:6.2f} s  ({n / med:>12,.0f} rows/s, min {min(times):.2f} s)  {mem}",
-                  flush=True)
+            print(f"  {name:<30} median {med:6.2f} s  ({n / med:>12,.0f} rows/s, min {min(times[name]):.2f} s)  "
+                  f"{mem}", flush=True)
+        for layout in ("dense output", "sparse_output=True"):
+            base = medians.get(f"float, {layout}")
+            if base is None:
+                continue
+            for sampler in ("safe", "secure"):
+                med = medians.get(f"{sampler}, {layout}")
+                if med is not None:
+                    ratio = [a / b for a, b in zip(times[f"{sampler}, {layout}"], times[f"float, {layout}"])]
+                    print(f"  time {sampler} / float ({layout}): {med / base:.2f}x of the medians "
+                          f"(median of the per-round ratios {statistics.median(ratio):.2f}x)", flush=True)
         numpy_loop(x_np[:1000], eps, k, 0.0, 1.0)  # warm-up, not counted
         loops = []
         for r in range(args.repeats):

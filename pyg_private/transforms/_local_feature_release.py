@@ -10,6 +10,12 @@ the same way for all of them:
 * validate everything, then charge the accountant (unit ``"local"``, per node, with the
   ids of the perturbed nodes), then draw the noise, chunk by chunk so that the
   temporaries stay bounded;
+* draw it with the floating-point-safe samplers by default (``sampler="safe"``: exactly
+  sampled laws on power-of-two grids, from one
+  :class:`~pyg_private.mechanisms.randomness.RandomSource` per release, ``secure_mode`` for the
+  operating system's CSPRNG; see :mod:`pyg_private.mechanisms.square_wave`), or with the
+  floating-point samplers (``sampler="float"``, for benchmarks and audits), and record the
+  released values' grid (``granularity``);
 * mark the data (which nodes were perturbed, by which mechanism), refuse to perturb a
   node twice unless ``allow_recompose=True`` (then it is charged again), and remember a
   fingerprint of every input it released so that re-perturbing the *same raw features*
@@ -30,6 +36,8 @@ from torch_geometric.transforms import BaseTransform
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_epsilon
 from ..mechanisms._noise import check_generator
+from ..mechanisms._release import check_sampler
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.square_wave import sample_k_subsets
 from ._fingerprint import ReleaseFingerprints
 from ._fingerprint import crc32_update as _crc
@@ -76,8 +84,13 @@ class LocalFeatureRelease(BaseTransform):
     r"""Base of the local-DP feature transforms (not for direct use).
 
     Subclasses set :attr:`mechanism` and implement :meth:`_num_coordinates`,
-    :meth:`_sample`, :meth:`_event` and :meth:`_summary`. Arguments are documented on
-    the subclasses (:class:`~pyg_private.transforms.HDSFeaturePerturb`).
+    :meth:`_sample`, :meth:`_output_granularity`, :meth:`_event` and :meth:`_summary`.
+    Arguments are documented on the subclasses (:class:`~pyg_private.transforms.HDSFeaturePerturb`).
+
+    After a call, :attr:`granularity` is the power of two every value that call released is a
+    multiple of (in the transform's output units, i.e. the normalised domain after any
+    rescaling; ``None`` for ``sampler="float"`` and before the first call). Rows left raw by
+    ``node_mask`` and the zeros of unsampled coordinates are not released values.
     """
 
     #: the mechanism's name in events and in the data's ``ldp`` record
@@ -89,8 +102,17 @@ class LocalFeatureRelease(BaseTransform):
                  attr: str = "x", node_mask: Any = None, sparse_output: bool = False,
                  allow_recompose: bool = False, chunk_size: Optional[int] = None,
                  accountant: Optional[PrivacyAccountant] = None, generator: Optional[torch.Generator] = None,
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, sampler: str = "safe", secure_mode: Optional[bool] = None) -> None:
         self.epsilon = check_epsilon(epsilon)
+        self.sampler = check_sampler(sampler)
+        if secure_mode is not None and not isinstance(secure_mode, bool):
+            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
+        if self.sampler == "float" and secure_mode:
+            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
+        self.secure_mode = secure_mode
+        #: the grid of the values released by the most recent call (``None``: float sampler / no call yet)
+        self.granularity: Optional[float] = None
         self.feature_range = self._check_range(feature_range)
         self.clamp = _check_bool(clamp, "clamp")
         if not isinstance(attr, str) or not attr:
@@ -121,9 +143,28 @@ class LocalFeatureRelease(BaseTransform):
         """How many coordinates each node perturbs (validates against ``d``)."""
         raise NotImplementedError
 
-    def _sample(self, z: Tensor, d: int) -> Tensor:
-        """Randomise normalised values ``z`` (float64, ``[rows, k]``, in [-1, 1]); float64 out."""
+    def _sample(self, z: Tensor, d: int, source: Optional[RandomSource]) -> Tensor:
+        """Randomise normalised values ``z`` (float64, ``[rows, k]``, in [-1, 1]); float64 out,
+        multiples of :meth:`_output_granularity` when ``source`` is given (the safe sampler's
+        words), the float sampler otherwise."""
         raise NotImplementedError
+
+    def _output_granularity(self, d: int) -> float:
+        """The power of two every value the safe sampler releases for ``d`` features is a
+        multiple of (raises ``ValueError`` for settings the safe sampler cannot realise)."""
+        raise NotImplementedError
+
+    def _sampler_params(self, d: int) -> dict[str, Any]:
+        """The sampler's fields of the event's parameters and of the data's ``ldp`` record."""
+        if self.sampler == "float":
+            return {"sampler": "float"}
+        return {"sampler": "safe", "granularity": self._output_granularity(d)}
+
+    def _sampler_repr(self) -> str:
+        out = f", sampler={self.sampler!r}"
+        if self.secure_mode is not None:
+            out += f", secure_mode={self.secure_mode}"
+        return out
 
     def _event(self, num_nodes: int, d: int, nodes: Optional[np.ndarray]) -> PrivacyEvent:
         """The event one release over ``nodes`` (None: all) costs."""
@@ -366,7 +407,9 @@ class LocalFeatureRelease(BaseTransform):
             )
 
         users, num_users = self._ledger_ids(data, n, ids)
+        secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else False
         charge(self.accountant, self._event(num_users, d, users), self)  # budget enforced before any noise
+        source = None if self.sampler == "float" else RandomSource(device, generator=self.generator, secure=secure)
 
         if ids is not None:
             warnings.warn(
@@ -374,14 +417,16 @@ class LocalFeatureRelease(BaseTransform):
                 "Those nodes are not protected (epsilon = inf for them if these data reach the server)",
                 UserWarning, stacklevel=2,
             )
-        out = self._release(x, ids, k, rng, rows)
+        out = self._release(x, ids, k, rng, rows, source)
+        self.granularity = None if source is None else self._output_granularity(d)
 
         self._released[key] = new_mask.cpu() if seen is None else (seen | new_mask.cpu())
         meta_key, mask_key = self._keys()
         prev = data.get(meta_key)
         count = int(prev.get("num_releases", 1)) + 1 if isinstance(prev, dict) else 1
         record = {"mechanism": self.mechanism, "epsilon": self.epsilon, **self._summary(d),
-                  "feature_range": self._range_text(), "attr": self.attr, "num_releases": count}
+                  **self._sampler_params(d), "feature_range": self._range_text(), "attr": self.attr,
+                  "num_releases": count}
         data[self.attr] = out
         data[mask_key] = new_mask if prior is None else (prior | new_mask)
         data[meta_key] = record
@@ -400,7 +445,7 @@ class LocalFeatureRelease(BaseTransform):
         return (z - lo).mul_(scale).sub_(1.0).clamp_(-1.0, 1.0)
 
     def _release(self, x: Tensor, ids: Optional[Tensor], k: int, rng: Optional[tuple[Any, Any, Any]],
-                 rows: int) -> Tensor:
+                 rows: int, source: Optional[RandomSource] = None) -> Tensor:
         n, d = x.shape
         device = x.device
         odt = x.dtype if x.is_floating_point() else torch.get_default_dtype()
@@ -418,11 +463,15 @@ class LocalFeatureRelease(BaseTransform):
             xc = x[start:stop] if ids is None else x.index_select(0, ids[start:stop])
             r = xc.size(0)
             if sampled:
-                idx = sample_k_subsets(r, d, k, generator=self.generator, device=device, sort=self.sparse_output)
-                vals = self._sample(self._normalise(xc.gather(1, idx), idx, rng), d).to(odt)
+                if source is None:
+                    idx = sample_k_subsets(r, d, k, generator=self.generator, device=device, sort=self.sparse_output,
+                                           sampler="float")
+                else:
+                    idx = sample_k_subsets(r, d, k, sort=self.sparse_output, source=source)
+                vals = self._sample(self._normalise(xc.gather(1, idx), idx, rng), d, source).to(odt)
             else:
                 idx = None
-                vals = self._sample(self._normalise(xc, None, rng), d).to(odt)
+                vals = self._sample(self._normalise(xc, None, rng), d, source).to(odt)
             if self.sparse_output:
                 rows_of = (torch.arange(start, stop, device=device) if ids is None else ids[start:stop])
                 coo[0, start * k:stop * k] = rows_of.repeat_interleave(k)

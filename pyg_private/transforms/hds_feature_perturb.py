@@ -10,9 +10,13 @@ from torch_geometric.data.datapipes import functional_transform
 
 from ..accounting import PrivacyAccountant, PrivacyEvent
 from ..accounting.mechanism_events import pure_dp_event
+from ..mechanisms.randomness import RandomSource
 from ..mechanisms.square_wave import (
     _check_coordinate_epsilon,
+    rescale_on_grid,
+    rescaled_granularity,
     sample_square_wave,
+    square_wave_grid,
     square_wave_params,
 )
 from ._local_feature_release import FeatureRange, LocalFeatureRelease
@@ -98,6 +102,32 @@ class HDSFeaturePerturb(LocalFeatureRelease):
     and charges every call. (DataLoader workers hold copies of the transform: the
     fingerprint guard is per process.)
 
+    **Floating-point-safe sampling** (``sampler="safe"``, the default). A floating-point
+    sampler of the continuous window law does not realise it: with float arithmetic a large
+    share of the releases (about half at :math:`\epsilon/k = 1`) are outputs that are impossible
+    under some other input, which identifies the input with certainty (Mironov, CCS 2012; Jin et
+    al., S&P 2022). The safe
+    sampler releases an exactly sampled law on a power-of-two grid instead
+    (:func:`~pyg_private.mechanisms.square_wave.square_wave_grid`): the normalised input is
+    rounded to a multiple of the step :math:`g` (:math:`2^{-22}` for :math:`b \ge 2^{-2}`, finer
+    for smaller :math:`b`), the window holds :math:`W = 2\max(1, \mathrm{round}(b/g))` grid points, the
+    rest of the support :math:`F = 2/g` points, with probabilities :math:`E/(WE+F)` and
+    :math:`1/(WE+F)`, :math:`E < e^{\epsilon/k}`: the ratio bound :math:`e^{\epsilon/k}` per
+    coordinate holds exactly, and every output has positive probability under every input. The
+    coordinates are an exactly uniform :math:`k`-subset. The event is unchanged (pure
+    :math:`\epsilon` per node, :math:`k` parts). The moments are Lemma 3.2's with :math:`C_1`
+    and the second moment of the grid law (they differ from the paper's by :math:`O(g)`;
+    :func:`~pyg_private.mechanisms.square_wave.hds_moments`), and :meth:`coefficient` is the grid
+    law's :math:`C`. Every released value is an odd multiple of :attr:`granularity` (half the
+    step; never 0, so a row keeps exactly :math:`k` non-zeros); with ``unbiased=True`` the
+    values divided by :math:`C` are rounded onto a grid :math:`2^{20}` times finer than their
+    spacing (:func:`~pyg_private.mechanisms.square_wave.rescale_on_grid`, post-processing) and
+    :attr:`granularity` is that grid. The output's dtype (float32 for float32 features) keeps
+    every value a multiple of :attr:`granularity`. ``sampler="float"`` keeps the
+    floating-point sampler (benchmarks, audits). ``secure_mode=True`` draws every random bit
+    from the operating system's CSPRNG (slower; ``None``: the process-wide default of
+    :func:`~pyg_private.mechanisms.set_secure_mode`).
+
     **Simulation.** In a deployment each user runs the randomizer on their own device;
     this transform *simulates* all users at once. A seeded ``generator`` makes runs
     reproducible and voids the guarantee.
@@ -126,6 +156,11 @@ class HDSFeaturePerturb(LocalFeatureRelease):
         accountant (PrivacyAccountant, optional): charged once per call.
         generator (torch.Generator, optional): on the features' device; reproducibility only.
         name (str, optional): the event name. (default: :obj:`"hds-square-wave"`)
+        sampler (str, optional): ``"safe"`` (exact grid law) or ``"float"`` (the floating-point
+            sampler, open to floating-point attacks). (default: :obj:`"safe"`)
+        secure_mode (bool, optional): draw every random bit from the OS CSPRNG (safe sampler
+            only; cannot be combined with a seeded ``generator``). (default: :obj:`None`, the
+            process-wide setting)
 
     Shapes:
         - **input:** ``data[attr]`` dense :math:`(|\mathcal{V}|, d)`, any real dtype.
@@ -139,43 +174,71 @@ class HDSFeaturePerturb(LocalFeatureRelease):
                  unbiased: bool = False, attr: str = "x", node_mask: Any = None, sparse_output: bool = False,
                  allow_recompose: bool = False, chunk_size: Optional[int] = None,
                  accountant: Optional[PrivacyAccountant] = None, generator: Optional[torch.Generator] = None,
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, sampler: str = "safe", secure_mode: Optional[bool] = None) -> None:
         super().__init__(epsilon, feature_range=feature_range, clamp=clamp, attr=attr, node_mask=node_mask,
                          sparse_output=sparse_output, allow_recompose=allow_recompose, chunk_size=chunk_size,
-                         accountant=accountant, generator=generator, name=name)
+                         accountant=accountant, generator=generator, name=name, sampler=sampler,
+                         secure_mode=secure_mode)
         self.k = _check_k(k)
         if not isinstance(unbiased, bool):
             raise TypeError(f"`unbiased` must be True or False; got {unbiased!r}")
         self.unbiased = unbiased
         self.params = square_wave_params(_check_coordinate_epsilon(self.epsilon / self.k, "epsilon / k"))
+        if self.sampler == "safe":
+            square_wave_grid(self.epsilon, self.k)  # build (and check) the grid law now
+
+    @property
+    def grid(self):
+        """The safe sampler's grid law (:func:`~pyg_private.mechanisms.square_wave.square_wave_grid`;
+        ``None`` for the float sampler)."""
+        return square_wave_grid(self.epsilon, self.k) if self.sampler == "safe" else None
 
     def coefficient(self, d: int) -> float:
-        r""":math:`C = (k/d) C_1(\epsilon/k)`, the mean's shrinkage for ``d`` features."""
+        r""":math:`C = (k/d) C_1(\epsilon/k)`, the mean's shrinkage for ``d`` features (the grid
+        law's :math:`(k/d)\kappa` for the safe sampler)."""
         self._num_coordinates(d)
-        return (self.k / d) * self.params.c1
+        return (self.k / d) * (self.params.c1 if self.grid is None else self.grid.kappa)
+
+    def _output_granularity(self, d: int) -> float:
+        g = self.grid.granularity
+        return rescaled_granularity(g, 1.0 / self.coefficient(d)) if self.unbiased else g
 
     def _num_coordinates(self, d: int) -> int:
         if self.k > d:
             raise ValueError(f"`k` = {self.k} exceeds the number of features d = {d}")
         return self.k
 
-    def _sample(self, z: Tensor, d: int) -> Tensor:
-        vals = sample_square_wave(z, self.params.epsilon, generator=self.generator)
+    def _sample(self, z: Tensor, d: int, source: Optional[RandomSource]) -> Tensor:
+        if source is None:
+            vals = sample_square_wave(z, self.params.epsilon, generator=self.generator, sampler="float")
+            if self.unbiased:
+                vals.div_(self.coefficient(d))
+            return vals
+        vals = self.grid.sample(z, source)
         if self.unbiased:
-            vals.div_(self.coefficient(d))
+            vals, _ = rescale_on_grid(vals, 1.0 / self.coefficient(d), self.grid.granularity)
         return vals
 
     def _event(self, num_nodes: int, d: int, nodes: Optional[np.ndarray]) -> PrivacyEvent:
         self._num_coordinates(d)
         params = {"k": self.k, "d": d, "eps_per_coord": self.params.epsilon, "b": self.params.b,
                   "C": self.coefficient(d), "unbiased": self.unbiased, "domain": (-1.0, 1.0),
-                  "feature_range": self._range_text()}
+                  "feature_range": self._range_text(), **self._sampler_params(d)}
         return pure_dp_event(unit="local", epsilon=self.epsilon, compositions=self.k, name=self.name,
                              mechanism=self.mechanism, params=params, nodes=nodes, num_nodes=num_nodes)
 
     def output_range(self, d: int) -> tuple[float, float]:
-        """Bounds of the perturbed values: :math:`\\pm(1+b)`, divided by :math:`C` if unbiased."""
-        high = self.params.high / (self.coefficient(d) if self.unbiased else 1.0)
+        """Bounds of the perturbed values: :math:`\\pm(1+b)`, divided by :math:`C` if unbiased; for
+        the safe sampler the grid's largest output :math:`1 + (B - 1/2)g \\le 1 + b + g/2`, divided
+        by :math:`C` and rounded as the values are if unbiased."""
+        grid = self.grid
+        if grid is None:
+            high = self.params.high / (self.coefficient(d) if self.unbiased else 1.0)
+        elif self.unbiased:
+            top = torch.tensor([grid.high], dtype=torch.float64)
+            high = float(rescale_on_grid(top, 1.0 / self.coefficient(d), grid.granularity)[0][0])
+        else:
+            high = grid.high
         return -high, high
 
     def _summary(self, d: int) -> dict[str, Any]:
@@ -183,4 +246,5 @@ class HDSFeaturePerturb(LocalFeatureRelease):
                 "output_range": self.output_range(d)}
 
     def __repr__(self) -> str:
-        return f"{self.__class__.__name__}({self._base_repr(f'k={self.k}')}, unbiased={self.unbiased})"
+        return (f"{self.__class__.__name__}({self._base_repr(f'k={self.k}')}, unbiased={self.unbiased}"
+                f"{self._sampler_repr()})")

@@ -310,7 +310,10 @@ def test_input_validation_and_repr():
     out = HDSFeaturePerturb(1.0, 1, attr="feat", accountant=PrivacyAccountant())(data)
     assert "feat_ldp" in out and "feat_ldp_mask" in out and "ldp" not in out
     assert repr(HDSFeaturePerturb(1.0, 5, (0, 1), sparse_output=True)) == (
-        "HDSFeaturePerturb(epsilon=1, k=5, feature_range=[0, 1], clamp=False, sparse_output=True, unbiased=False)")
-    assert repr(HDSFeaturePerturb(2.0, 3, ([0, 0], [1, 2]), clamp=True, node_mask="train_mask", unbiased=True)) == (
+        "HDSFeaturePerturb(epsilon=1, k=5, feature_range=[0, 1], clamp=False, sparse_output=True, unbiased=False, "
+        "sampler='safe')")
+    assert repr(HDSFeaturePerturb(2.0, 3, ([0, 0], [1, 2]), clamp=True, node_mask="train_mask", unbiased=True,
+                                  sampler="float")) == (
         "HDSFeaturePerturb(epsilon=2, k=3, feature_range=per-column, clamp=True, node_mask='train_mask', "
-        "unbiased=True)")
+        "unbiased=True, sampler='float')")
+    assert repr(HDSFeaturePerturb(1.0, 1, secure_mode=True)).endswith("sampler='safe', secure_mode=True)")
