@@ -154,6 +154,14 @@ class _Table:
         self.alias_t = torch.tensor(self.alias, dtype=torch.int64)
         self._devices = {}
 
+    @property
+    def consts(self) -> Tensor:
+        """The integer constants of :func:`first_pass`."""
+        slot_shift = WORD_BITS - self.slot_bits
+        offset_shift = self.accept_bits if self.shared else WORD_BITS - self.j
+        return torch.tensor([slot_shift, slot_shift - self.split_bits, (1 << self.split_bits) - 1, offset_shift,
+                             self.w - 1, (1 << self.accept_bits) - 1, self.j, self.tail], dtype=torch.int64)
+
     def on(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
         """The fast-path tables (integer splits, aliases, cheap acceptance thresholds) on ``device``."""
         if device.type == "cpu":
@@ -265,6 +273,28 @@ def _vose(ctx, probs):
     return split, alias
 
 
+def first_pass(w1: Tensor, w2: Tensor, w3: Tensor, split_int: Tensor, alias: Tensor, cheap: Tensor,
+               consts: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """One pass over uniform 63-bit words: the alias cell, the signed candidate value, the offset
+    and acceptance bits, and a flag for the samples the eager code must finish.
+
+    ``consts`` (``int64``): slot shift, split shift, split mask, offset shift, offset mask,
+    acceptance mask, cell width exponent ``j``, tail cell. ``w3`` is ``w2`` when the offset shares
+    the acceptance word."""
+    slot = w1 >> consts[0]
+    low = (w1 >> consts[1]) & consts[2]
+    split = split_int[slot]
+    cell = torch.where(low < split, slot, alias[slot])
+    negative = w2 >> 62
+    offset = (w3 >> consts[3]) & consts[4]
+    bits = w2 & consts[5]
+    k = (cell << consts[6]) + offset
+    accept = bits < cheap[cell]
+    value = (k ^ -negative) + negative
+    flag = (low == split) | (~accept) | (cell == consts[7])
+    return value, cell, offset, bits, flag
+
+
 def exact_bernoulli(p, known: int, known_bits: int, source: RandomSource, ctx=None) -> bool:
     """Whether ``U < p`` for a uniform ``U`` whose first ``known_bits`` bits are the integer ``known``,
     drawing further 63-bit words from ``source`` until the comparison is decided (``p`` an mpmath
@@ -328,18 +358,30 @@ class RoundedNoiseSampler:
         return out
 
     def _sample_task(self, out: Tensor, source: RandomSource) -> None:
-        """Fill ``out`` from one stream: cache-sized chunks, then the rejected values again."""
+        """Fill ``out`` from one stream: cache-sized chunks through :func:`first_pass`, the flagged
+        samples finished exactly, then the rejected values again."""
+        t = self._t
         n = out.numel()
+        split_int, alias, cheap = t.on(out.device)
+        consts = t.consts.to(out.device)
+        flagged_parts = []
+        for start in range(0, n, _CHUNK):
+            m = min(_CHUNK, n - start)
+            w1, w2 = source.words(m), source.words(m)
+            w3 = w2 if t.shared else source.words(m)
+            value, cell, offset, bits, flag = first_pass(w1, w2, w3, split_int, alias, cheap, consts)
+            out[start:start + m] = value
+            idx = flag.nonzero().squeeze(1)
+            if idx.numel():  # about 1%: ties, the full acceptance test, tails (finished below, together)
+                flagged_parts.append((idx + start, w1[idx], cell[idx], offset[idx], bits[idx],
+                                      w2[idx] >> (WORD_BITS - 1)))
         cells, retry = [], []
-        for start in range(0, n, _CHUNK):  # one pass, the rejected kept aside
-            stop = min(n, start + _CHUNK)
-            cell = self._cells(stop - start, source)
-            value, accept = self._within(cell, source)
-            out[start:stop] = value
+        if flagged_parts:
+            index, w1, cell, offset, bits, negative = (torch.cat(p) for p in zip(*flagged_parts))
+            cell, accept = self._finish(out, index, w1, cell, offset, bits, negative, source)
             if not bool(accept.all()):
-                rejected = (~accept).nonzero().squeeze(1)
-                cells.append(cell[rejected])
-                retry.append(rejected + start)
+                cells.append(cell[~accept])
+                retry.append(index[~accept])
         if retry:  # rejection: a fresh value of the same cell, until accepted
             index, cell = torch.cat(retry), torch.cat(cells)
             while index.numel():
@@ -350,22 +392,49 @@ class RoundedNoiseSampler:
         for i in tails.tolist():  # probability below 1e-21 per sample
             out[i] = self._tail_sample(source)
 
-    # ------------------------------------------------------------------------------------------
-    def _cells(self, n: int, source: RandomSource) -> Tensor:
+    def _finish(self, out: Tensor, index: Tensor, w1: Tensor, cell: Tensor, offset: Tensor, bits: Tensor,
+                negative: Tensor, source: RandomSource) -> tuple[Tensor, Tensor]:
+        """Finish the samples the first pass flagged: an alias tie decided exactly, the tail cell,
+        the acceptance test beyond the cheap threshold. Writes the accepted values into ``out`` at
+        ``index``; returns the (decided) cells and which values were accepted."""
         t = self._t
-        word = source.words(n)
-        slot = word >> (WORD_BITS - t.slot_bits)
-        low = (word >> (WORD_BITS - t.slot_bits - t.split_bits)) & ((1 << t.split_bits) - 1)
-        split_int, alias, _ = t.on(word.device)
-        split = split_int.index_select(0, slot)
-        cell = torch.where(low < split, slot, alias.index_select(0, slot))
-        tie = low == split
+        slot = w1 >> (WORD_BITS - t.slot_bits)
+        low = (w1 >> (WORD_BITS - t.slot_bits - t.split_bits)) & ((1 << t.split_bits) - 1)
+        split_int, _, cheap = t.on(w1.device)
+        tie = low == split_int.index_select(0, slot)
         if bool(tie.any()):  # probability 2^-50 per sample: the exact comparison
+            cell = cell.clone()
             for i in tie.nonzero().squeeze(1).tolist():
                 s = int(slot[i])
                 keep = exact_bernoulli(t.split[s], int(low[i]), t.split_bits, source, t.ctx)
                 cell[i] = s if keep else t.alias[s]
-        return cell
+        k = torch.add(offset, cell, alpha=t.w)
+        accept = bits < cheap.index_select(0, cell)
+        self._slow_accept(accept, k, offset, bits, source)
+        value = torch.where(negative.bool(), -k, k)
+        tail = cell == t.tail
+        if bool(tail.any()):
+            value = torch.where(tail, torch.full_like(value, _TAIL_MARK), value)
+            accept |= tail
+        out[index[accept]] = value[accept]
+        return cell, accept
+
+    def _slow_accept(self, accept: Tensor, k: Tensor, offset: Tensor, bits: Tensor, source: RandomSource) -> None:
+        """Complete the acceptance test in place where the cheap threshold did not accept: the
+        value's own probability in float64 outside the margin, 256-bit arithmetic inside it."""
+        t = self._t
+        slow = (~accept).nonzero().squeeze(1)
+        if not slow.numel():
+            return
+        ks, bs = k[slow], bits[slow]
+        ratio = self._ratio(ks, offset[slow])
+        bf = bs.to(torch.float64)
+        acc = (bf + 1.0) <= ratio * t.accept_scale
+        undecided = (~acc) & (bf < ratio * t.reject_scale)
+        if bool(undecided.any()):  # about 2^-35 per sample: decide exactly
+            for i in undecided.nonzero().squeeze(1).tolist():
+                acc[i] = exact_bernoulli(t.accept_probability(int(ks[i])), int(bs[i]), t.accept_bits, source, t.ctx)
+        accept[slow] = acc
 
     def _within(self, cell: Tensor, source: RandomSource) -> tuple[Tensor, Tensor]:
         """A uniform value of each cell with a random sign, and whether the rejection test accepts it
@@ -381,18 +450,7 @@ class RoundedNoiseSampler:
         k = torch.add(offset, cell, alpha=t.w)
         # cheap test first: below the cell's smallest acceptance probability (integer threshold)
         accept = bits < t.on(cell.device)[2].index_select(0, cell)
-        slow = (~accept).nonzero().squeeze(1)
-        if slow.numel():  # the few others (about 1%): the value's own probability
-            ks, bs = k[slow], bits[slow]
-            ratio = self._ratio(ks, offset[slow])
-            bf = bs.to(torch.float64)
-            acc = (bf + 1.0) <= ratio * t.accept_scale
-            undecided = (~acc) & (bf < ratio * t.reject_scale)
-            if bool(undecided.any()):  # about 2^-35 per sample: decide exactly
-                for i in undecided.nonzero().squeeze(1).tolist():
-                    acc[i] = exact_bernoulli(t.accept_probability(int(ks[i])), int(bs[i]), t.accept_bits, source,
-                                             t.ctx)
-            accept[slow] = acc
+        self._slow_accept(accept, k, offset, bits, source)
         value = torch.where(negative, -k, k)  # the sign of M = 0 is irrelevant
         tail = cell == t.tail
         if bool(tail.any()):
