@@ -15,9 +15,12 @@ warm-up round first, not counted); a case's figure is its median over --repeats 
     PyG's gcn_norm adds the self-loops through edge_index and a new, sorted CSR).
   * ContractiveGraphLayer(K, C_L=0.9, alpha1=0.9, beta=0.1, sigma=1, min_degree=0) given the
     same form: target at most 1.6x the reference. It validates the graph (undirected, simple),
-    normalises it and draws N x F Gaussians per hop.
+    normalises it and draws N x F exact rounded Gaussians per hop (the safe default).
   * the same layer given the plain edge_index (validation and the normalised adjacency built
     inside): target at most 2.5x the reference.
+  * for information: the layer with sampler="float" (the floating-point Gaussian sampler, open
+    to floating-point attacks: the speed the safe default is compared with) and with
+    secure_mode=True (every random bit from os.urandom).
   * for information: APPNP with cached=True (normalised once, then K products) and APPNP
     given the edge_index (gather/scatter message passing).
 
@@ -118,11 +121,15 @@ def main() -> None:
     appnp = APPNP(K=k, alpha=0.1, cached=False)
     appnp_cached = APPNP(K=k, alpha=0.1, cached=True)
     layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0)
+    float_layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, sampler="float")
+    secure_layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, secure_mode=True)
     appnp_cached(x, adj)  # fills its cache
     cases = {
         f"APPNP(K={k}), uncached, {form.split(' (')[0]}": lambda: appnp(x, adj),
         "ContractiveGraphLayer, same adjacency": lambda: layer(x, adj),
         "ContractiveGraphLayer, edge_index": lambda: layer(x, ei),
+        "CGL, float sampler (unsafe, info)": lambda: float_layer(x, adj),
+        "CGL, secure_mode (info)": lambda: secure_layer(x, adj),
         "APPNP, cached normalisation (info)": lambda: appnp_cached(x, adj),
         "APPNP, edge_index (info)": lambda: appnp(x, ei),
     }

@@ -10,8 +10,10 @@ each of the :math:`d` coordinates by at most :math:`g/2`, so a hop's sensitivity
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
+import torch
 from torch import Tensor
 
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
@@ -20,7 +22,7 @@ from ..mechanisms.randomness import RandomSource
 
 __all__ = ["plan_grid", "add_grid_gaussian_", "check_sampler_args"]
 
-_CHUNK_ELEMENTS = 1 << 16
+_BLOCK_ELEMENTS = 1 << 19
 
 
 def check_sampler_args(sampler: object, secure_mode: object, grid_tolerance: object) -> tuple[str, Optional[bool], float]:
@@ -59,17 +61,30 @@ def plan_grid(*, std_per_sensitivity: float, sensitivity: float, dim: int, value
 def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: RandomSource,
                        post: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
     """Replace every row block of the 2-D ``out`` by ``post(g * (round(out / g) + K))`` in place, ``K``
-    exact rounded Gaussian noise of std ``std / g``; computed in float64 row blocks of about 65,536
-    entries (no full-size temporary), written back in ``out``'s dtype."""
+    exact rounded Gaussian noise of std ``std / g``; computed in float64 row blocks of about 2^19
+    entries (no full-size temporary), on ``torch.get_num_threads()`` threads, each block with its
+    own stream (:meth:`RandomSource.spawn`: reproducible under a seed), written back in ``out``'s
+    dtype."""
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
-    rows = max(1, _CHUNK_ELEMENTS // max(out.size(-1), 1))
-    for start in range(0, out.size(0), rows):
-        block = out[start:start + rows]
-        steps = round_to_grid(block, granularity)
+    rows = max(1, _BLOCK_ELEMENTS // max(out.size(-1), 1))
+    starts = list(range(0, out.size(0), rows))
+    sources = source.spawn(len(starts)) if len(starts) > 1 else [source]
+
+    def block(i: int) -> None:
+        part = out[starts[i]:starts[i] + rows]
+        steps = round_to_grid(part, granularity)
         flat = steps.view(-1)
-        flat.add_(sampler.sample(flat.numel(), source))
+        flat.add_(sampler.sample(flat.numel(), sources[i]))
         value = from_grid(steps, granularity)
         if post is not None:
             value = post(value)
-        block.copy_(value)
+        part.copy_(value)
+
+    workers = min(torch.get_num_threads(), len(starts)) if out.device.type == "cpu" else 1
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(block, range(len(starts))))
+    else:
+        for i in range(len(starts)):
+            block(i)
     return out
