@@ -8,8 +8,9 @@ unpredictability of the words. Three sources, chosen per component:
 
 * ``generator=`` a seeded :class:`torch.Generator`: reproducible, for tests and experiments. Whoever
   knows the seed can subtract the noise: **it voids the privacy guarantee**.
-* the default (``secure_mode=False``, no generator): NumPy's PCG64 on the CPU (``torch`` on other
-  devices), seeded from :func:`os.urandom` afresh for every release, never from ``torch.manual_seed``.
+* the default (``secure_mode=False``, no generator): NumPy's PCG64 on the CPU (a private
+  ``torch.Generator`` on other devices), seeded from :func:`os.urandom` afresh for every release,
+  never from ``torch.manual_seed``.
   Statistically excellent and fast, but not a cryptographic generator: an attacker who observes
   enough of its raw output could in principle predict the rest.
 * ``secure_mode=True``: every word from :func:`os.urandom` (the kernel's ChaCha20-based CSPRNG on
@@ -99,8 +100,12 @@ class RandomSource:
         self.generator = generator
         self.secure = bool(secure)
         self._numpy = None
-        if generator is None and not secure and self.device.type == "cpu":
-            self._numpy = np.random.Generator(np.random.PCG64(int.from_bytes(os.urandom(32), "little")))
+        if generator is None and not secure:
+            if self.device.type == "cpu":
+                self._numpy = np.random.Generator(np.random.PCG64(int.from_bytes(os.urandom(32), "little")))
+            else:  # a private generator on the device, seeded from the OS (never torch.manual_seed's)
+                self._device_generator = torch.Generator(self.device)
+                self._device_generator.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
 
     @property
     def kind(self) -> str:
@@ -140,7 +145,8 @@ class RandomSource:
         if self._numpy is not None:
             raw = self._numpy.bit_generator.random_raw(n)  # uint64
             return torch.from_numpy((raw >> np.uint64(1)).view(np.int64))
-        return torch.empty(n, dtype=torch.int64, device=self.device).random_(generator=self.generator)
+        generator = self.generator if self.generator is not None else getattr(self, "_device_generator", None)
+        return torch.empty(n, dtype=torch.int64, device=self.device).random_(generator=generator)
 
     def __repr__(self) -> str:
         return f"RandomSource(kind={self.kind!r}, device={str(self.device)!r})"
