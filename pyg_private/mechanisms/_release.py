@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -21,17 +21,10 @@ from .grid import (
     validate_granularity,
 )
 from .randomness import RandomSource, resolve_secure_mode
+from .sampler_options import Sampler, check_sampler, check_sampler_options
 
 __all__ = ["OutputPerturbation", "as_query", "check_sampler", "Sampler"]
 
-Sampler = Literal["safe", "float"]
-
-
-def check_sampler(sampler: object) -> str:
-    if sampler not in ("safe", "float"):
-        raise ValueError(f"`sampler` must be 'safe' (grid-valued, exact integer noise) or 'float' (the "
-                         f"floating-point sampler, not safe against floating-point attacks); got {sampler!r}")
-    return str(sampler)
 
 
 def as_query(value: Tensor | float) -> tuple[Tensor, torch.dtype]:
@@ -66,13 +59,7 @@ class OutputPerturbation(ABC):
         self.accountant = accountant
         self.name = name
         self.generator = generator
-        self.sampler = check_sampler(sampler)
-        if secure_mode is not None and not isinstance(secure_mode, bool):
-            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-        if sampler == "float" and secure_mode:
-            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
-        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
-        self.secure_mode = secure_mode
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
         if granularity is not None and sampler == "float":
             raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
         self._granularity = None if granularity is None else check_granularity(granularity)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -59,10 +59,9 @@ from torch import Tensor
 from ..utils.graph_validation import check_edge_index
 from .exact_integer_noise import _mp
 from .randomness import WORD_BITS, RandomSource, resolve_secure_mode
+from .sampler_options import Sampler, check_sampler_options
 
 __all__ = ["flip_edges", "GAP_MARGIN", "MIN_FLIP_PROBABILITY"]
-
-Sampler = Literal["safe", "float"]
 
 #: Relative margin by which the word interval of :math:`U` must clear the float64 estimates of
 #: :math:`r^g` and :math:`r^{g+1}` for the float candidate to be accepted. The estimates
@@ -79,13 +78,6 @@ MIN_FLIP_PROBABILITY = 2.0 ** -53
 _EXPONENT_LIMIT = 45.0  # |g log r| up to which the float estimate's error bound is proven
 _EXACT_PREC = 320  # bits of r^k in the exact path
 _EXACT_BITS = 4 * WORD_BITS  # bits of U the exact path may read (the first word and three more)
-
-
-def check_sampler(sampler: object) -> str:
-    if sampler not in ("safe", "float"):
-        raise ValueError(f"`sampler` must be 'safe' (exact geometric gaps from integer words) or 'float' (the "
-                         f"floating-point sampler, not safe against floating-point attacks); got {sampler!r}")
-    return str(sampler)
 
 
 def check_truth_probability(q: object) -> float:
@@ -306,11 +298,7 @@ def flip_edges(edge_index: Tensor, num_nodes: int, q: float, *, keep_nodes: Tens
     Returns:
         The randomised graph's ``edge_index`` (both directions, sorted, no self-loops).
     """
-    sampler = check_sampler(sampler)
-    if secure_mode is not None and not isinstance(secure_mode, bool):
-        raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-    if sampler == "float" and secure_mode:
-        raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+    sampler, secure_mode = check_sampler_options(sampler, secure_mode, generator)
     secure = resolve_secure_mode(secure_mode, generator) if sampler == "safe" else False
     q = check_truth_probability(q)
     if num_nodes is None:

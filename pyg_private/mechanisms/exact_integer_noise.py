@@ -51,14 +51,13 @@ from __future__ import annotations
 
 import functools
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import mpmath
 import torch
 from torch import Tensor
 
-from .randomness import WORD_BITS, RandomSource
+from .randomness import WORD_BITS, RandomSource, run_tasks
 
 __all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "rounded_two_laplace", "exact_bernoulli",
            "MIN_SCALE", "MAX_SCALE"]
@@ -348,13 +347,7 @@ class RoundedNoiseSampler:
         def task(i: int) -> None:
             self._sample_task(out[starts[i]:starts[i] + _TASK], children[i])
 
-        workers = min(torch.get_num_threads(), len(starts)) if source.device.type == "cpu" else 1
-        if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(task, range(len(starts))))
-        else:
-            for i in range(len(starts)):
-                task(i)
+        run_tasks(task, len(starts), source.device)
         return out
 
     def _sample_task(self, out: Tensor, source: RandomSource) -> None:

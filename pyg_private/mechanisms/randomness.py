@@ -23,14 +23,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from typing import Iterator, Optional
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
 __all__ = ["RandomSource", "set_secure_mode", "get_secure_mode", "secure_mode", "resolve_secure_mode",
-           "WORD_BITS"]
+           "run_tasks", "WORD_BITS"]
 
 #: Bits in every word a :class:`RandomSource` returns (``int64`` in ``[0, 2**WORD_BITS)``).
 WORD_BITS = 63
@@ -76,6 +77,19 @@ def resolve_secure_mode(secure: Optional[bool], generator: Optional[torch.Genera
                          "would make the noise predictable: pass one or the other (secure_mode=False with a "
                          "generator is for reproducible experiments and voids the guarantee)")
     return effective
+
+
+def run_tasks(task: Callable[[int], None], count: int, device: torch.device) -> None:
+    """Run ``task(0), ..., task(count - 1)`` on ``torch.get_num_threads()`` threads on the CPU (in
+    order, in this thread, elsewhere). The tasks must be independent; give each its own
+    :meth:`RandomSource.spawn` child so that the results do not depend on the thread count."""
+    workers = min(torch.get_num_threads(), count) if torch.device(device).type == "cpu" else 1
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(task, range(count)))  # list(): re-raise a task's exception here
+    else:
+        for i in range(count):
+            task(i)
 
 
 class RandomSource:

@@ -115,7 +115,7 @@ import torch
 from torch import Tensor
 
 from ._noise import check_generator
-from ._release import check_sampler
+from .sampler_options import check_sampler_options
 from .exact_discrete import bernoulli
 from .exact_integer_noise import _mp, exact_bernoulli
 from .grid import check_granularity
@@ -356,11 +356,7 @@ def _source(device: torch.device, generator: Optional[torch.Generator], secure_m
 
 
 def _check_safe_args(sampler: str, secure_mode: Optional[bool], granularity: Optional[float]) -> str:
-    sampler = check_sampler(sampler)
-    if secure_mode is not None and not isinstance(secure_mode, bool):
-        raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-    if sampler == "float" and secure_mode:
-        raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+    sampler, secure_mode = check_sampler_options(sampler, secure_mode, None)
     if sampler == "float" and granularity is not None:
         raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
     return sampler

@@ -10,15 +10,14 @@ each of the :math:`d` coordinates by at most :math:`g/2`, so a hop's sensitivity
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
-import torch
 from torch import Tensor
 
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity, from_grid, round_to_grid
-from ..mechanisms.randomness import RandomSource
+from ..mechanisms.randomness import RandomSource, run_tasks
+from ..mechanisms.sampler_options import check_sampler_options
 
 __all__ = ["plan_grid", "add_grid_gaussian_", "check_sampler_args"]
 
@@ -27,13 +26,7 @@ _BLOCK_ELEMENTS = 1 << 19
 
 def check_sampler_args(sampler: object, secure_mode: object, grid_tolerance: object) -> tuple[str, Optional[bool], float]:
     """Validate a layer's ``sampler``, ``secure_mode`` and ``grid_tolerance`` arguments."""
-    from ..mechanisms._release import check_sampler
-
-    sampler = check_sampler(sampler)
-    if secure_mode is not None and not isinstance(secure_mode, bool):
-        raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-    if sampler == "float" and secure_mode:
-        raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
+    sampler, secure_mode = check_sampler_options(sampler, secure_mode, None)
     if isinstance(grid_tolerance, bool) or not isinstance(grid_tolerance, (int, float)) or not grid_tolerance > 0:
         raise ValueError(f"`grid_tolerance` must be a positive number; got {grid_tolerance!r}")
     return sampler, secure_mode, float(grid_tolerance)
@@ -80,11 +73,5 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
             value = post(value)
         part.copy_(value)
 
-    workers = min(torch.get_num_threads(), len(starts)) if out.device.type == "cpu" else 1
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(block, range(len(starts))))
-    else:
-        for i in range(len(starts)):
-            block(i)
+    run_tasks(block, len(starts), out.device)
     return out

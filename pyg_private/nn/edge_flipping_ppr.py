@@ -13,7 +13,8 @@ from ..accounting import (
     resolve_truth_probability,
 )
 from ..accounting.validation import check_positive_int, check_restart_probability
-from ..mechanisms.edge_flipping import Sampler, check_sampler, flip_edges
+from ..mechanisms.edge_flipping import flip_edges
+from ..mechanisms.sampler_options import Sampler, check_sampler_options
 from ..mechanisms.randomness import resolve_secure_mode
 from ..utils.seed_restored_ppr import lazy_ppr_restoring_seed_edges
 from ._ppr_release import SeededRelease
@@ -101,13 +102,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         self.symmetrize = symmetrize
         self.generator = generator
         self.name = name
-        self.sampler = check_sampler(sampler)
-        if secure_mode is not None and not isinstance(secure_mode, bool):
-            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-        if self.sampler == "float" and secure_mode:
-            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
-        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
-        self.secure_mode = secure_mode
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
         self._cache = None
 
     @property

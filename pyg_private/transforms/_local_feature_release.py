@@ -36,7 +36,7 @@ from torch_geometric.transforms import BaseTransform
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_epsilon
 from ..mechanisms._noise import check_generator
-from ..mechanisms._release import check_sampler
+from ..mechanisms.sampler_options import check_sampler_options
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.square_wave import sample_k_subsets
 from ._fingerprint import ReleaseFingerprints
@@ -104,13 +104,7 @@ class LocalFeatureRelease(BaseTransform):
                  accountant: Optional[PrivacyAccountant] = None, generator: Optional[torch.Generator] = None,
                  name: Optional[str] = None, sampler: str = "safe", secure_mode: Optional[bool] = None) -> None:
         self.epsilon = check_epsilon(epsilon)
-        self.sampler = check_sampler(sampler)
-        if secure_mode is not None and not isinstance(secure_mode, bool):
-            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-        if self.sampler == "float" and secure_mode:
-            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
-        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
-        self.secure_mode = secure_mode
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
         #: the grid of the values released by the most recent call (``None``: float sampler / no call yet)
         self.granularity: Optional[float] = None
         self.feature_range = self._check_range(feature_range)

@@ -17,7 +17,8 @@ from ..accounting import (
     randomized_response_event,
     resolve_truth_probability,
 )
-from ..mechanisms.edge_flipping import Sampler, check_sampler, flip_edges
+from ..mechanisms.edge_flipping import flip_edges
+from ..mechanisms.sampler_options import Sampler, check_sampler_options
 from ..mechanisms.randomness import resolve_secure_mode
 from ..utils import simple_undirected
 from ..utils.graph_validation import declared_num_nodes
@@ -113,13 +114,7 @@ class EdgeRandomizedResponse(BaseTransform):
                  generator: Optional[torch.Generator] = None, name: str = "edge_randomized_response",
                  sampler: Sampler = "safe", secure_mode: Optional[bool] = None) -> None:
         self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
-        self.sampler = check_sampler(sampler)
-        if secure_mode is not None and not isinstance(secure_mode, bool):
-            raise TypeError(f"`secure_mode` must be True, False or None; got {secure_mode!r}")
-        if self.sampler == "float" and secure_mode:
-            raise ValueError("`secure_mode=True` needs the safe sampler (`sampler='safe'`)")
-        resolve_secure_mode(secure_mode, generator)  # refuse a seeded generator in secure mode now
-        self.secure_mode = secure_mode
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
         self.epsilon_arg, self.delta = epsilon, delta
         self.flip_probability = 2.0 * (1.0 - self.q)
         self.keep_nodes = None if keep_nodes is None else torch.as_tensor(keep_nodes).long().view(-1)
