@@ -112,8 +112,9 @@ class _Table:
         self._build_fast()
         self.margin = _FLOAT_MARGIN + (26.0 / self.scale ** 2 if kind == "gaussian" else
                                        self.two_laplace_margin(self.scale) if kind == "two_laplace" else 0.0)
-        # one word holds sign, offset and >= 40 acceptance bits when the cell is narrow enough
-        self.shared = self.j <= WORD_BITS - 1 - 40
+        # one word holds sign, offset and >= 30 acceptance bits when the cell is narrow enough (the
+        # cheap test needs few bits; a comparison they cannot decide reads further words exactly)
+        self.shared = self.j <= WORD_BITS - 1 - 30
         self.accept_bits = WORD_BITS - 1 - self.j if self.shared else WORD_BITS - 1
         # the float comparisons: accept when (bits + 1) / 2^b <= ratio (1 - m), reject when
         # bits / 2^b >= ratio (1 + m); 2^-50 covers the rounding of bits and of the products

@@ -188,7 +188,7 @@ def test_cheap_thresholds_never_exceed_a_cell_s_smallest_probability():
             far = t.accept_probability(c * t.w + t.w - 1)
             low = min(far, t.accept_probability(0)) if c == 0 else far
             assert int(t.cheap[c]) <= low * scale, c
-            assert int(t.cheap[c]) >= low * scale * (1 - 2.0 ** -40)  # and not needlessly low
+            assert int(t.cheap[c]) >= low * scale * (1 - 2.0 ** -40) - 2  # and not needlessly low
         assert int(t.cheap[t.tail]) == scale  # the tail slot: always accepted (replaced exactly)
 
 
