@@ -133,3 +133,39 @@ def test_no_grid_value_is_impossible_under_a_neighbouring_graph(no_projection):
                                   lambda y: grid_possible(y, g), num_releases=20, batch_size=20)
     assert result.identified == 0 and result.coordinate_rate == 0.0
     assert 2 * result.num_releases * result.coordinates >= 1e5  # coordinates per release
+
+
+def test_process_wide_secure_mode_refuses_a_seeded_layer_before_any_charge():
+    from pyg_private.mechanisms import secure_mode
+
+    x = torch.rand(10, 2, dtype=torch.float64, generator=gen(9))
+    acct = PrivacyAccountant()
+    layer = ContractiveGraphLayer(1, 0.9, min_degree=1, noise_multiplier=1.0, accountant=acct, generator=gen(1))
+    with secure_mode():
+        with pytest.raises(ValueError, match="generator"):
+            layer(x, ring(10))
+    assert len(acct) == 0
+    layer(x, ring(10))  # outside the context: the seeded (experimental) run is allowed again
+    assert len(acct) == 1
+
+
+def test_gap_hops_are_never_impossible_under_a_neighbouring_graph(monkeypatch):
+    """GAPAggregation's noisy sums (renormalisation switched off) on two graphs one chord apart:
+    every coordinate is on the grid, hence possible under both; 2 x 20 releases of 64 x 64."""
+    from pyg_private.nn import GAPAggregation
+    from pyg_private.nn import gap_aggregation as gap_module
+
+    monkeypatch.setattr(gap_module.F, "normalize", lambda v, dim=-1: v)
+    n, f = 64, 64
+    x = torch.rand(n, f, dtype=torch.float64, generator=gen(10))
+    ga, gb = ring(n), ring(n, [(0, 32)])
+    layer = GAPAggregation(1, noise_multiplier=1.0, generator=gen(11))
+    layer(x, ga)
+    g = layer.granularity
+
+    def sampler(graph):
+        return lambda m: torch.stack([layer(x, graph)[:, f:].reshape(-1) for _ in range(m)])
+
+    result = floating_point_audit(sampler(ga), sampler(gb), lambda y: grid_possible(y, g),
+                                  lambda y: grid_possible(y, g), num_releases=20, batch_size=20)
+    assert result.identified == 0 and 2 * result.num_releases * result.coordinates >= 1e5
