@@ -26,6 +26,7 @@ from ..utils.degree_bounds import (
 )
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, check_sampler_args, plan_grid
 from ._ppr_release import resolve_noise
 from ._sparse_propagation import SparsePropagation
@@ -185,6 +186,9 @@ class ContractiveGraphLayer(SparsePropagation):
                  cached: bool = False, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "contractive_graph_layer", sampler: str = "safe", secure_mode: Optional[bool] = None,
                  grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
+        reject_channel_counts("ContractiveGraphLayer", K, contraction, parameters="(K, contraction, alpha1, beta)",
+                              example="ContractiveGraphLayer(K=2, contraction=0.9, min_degree=1, epsilon=1.0, "
+                                      "delta=1e-5)")
         super().__init__()
         self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
         resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
@@ -272,6 +276,9 @@ class ContractiveGraphLayer(SparsePropagation):
         """Run the K perturbed hops and return :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")
+        reject_edge_weight("ContractiveGraphLayer", "x0", x0, "the initial features [N, F] of the residual")
+        reject_grad_input("ContractiveGraphLayer", x, self.training)
+        reject_grad_input("ContractiveGraphLayer", x0, self.training)
         if not _all_finite(x):
             raise ValueError("`x` contains NaN or infinite values")
         n = x.size(0)

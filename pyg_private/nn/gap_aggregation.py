@@ -11,6 +11,7 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ._call_checks import reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, check_sampler_args, plan_grid
 from ..accounting.validation import check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
@@ -118,6 +119,7 @@ class GAPAggregation(SparsePropagation):
         """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype)."""
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")
+        reject_grad_input("GAPAggregation", x, self.training)
         if not torch.isfinite(x).all():
             raise ValueError("`x` contains NaN or infinite values")
         ei, n = adjacency_to_edge_index(edge_index, x.size(0))

@@ -18,6 +18,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import adjacency_csr, inverse_degree
 from ..utils.lazy_ppr import seed_matrix
+from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._grid_gaussian import check_sampler_args
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 from ._sparse_propagation import SparsePropagation
@@ -215,6 +216,10 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         granularity: Optional[float] = None,
         grid_tolerance: float = DEFAULT_GRID_TOLERANCE,
     ) -> None:
+        reject_channel_counts("NoisyPPRDiffusion", alpha, num_iterations, parameters="(alpha, num_iterations, eta)",
+                              example="NoisyPPRDiffusion(alpha=0.2, num_iterations=100, eta=1e-6, epsilon=1.0, "
+                                      "delta=1e-5) called as layer(edge_index=edge_index, seed_index=seeds, "
+                                      "num_nodes=N)")
         super().__init__()
         self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
         resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
@@ -344,6 +349,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
                 or a sparse adjacency gives it (must agree with them when both are given).
                 It is never inferred from the private ``edge_index``.
         """
+        reject_edge_weight("NoisyPPRDiffusion", "seed_index", seed_index, "integer seed node ids")
+        reject_grad_input("NoisyPPRDiffusion", x, self.training)
         ei, n = self._read_graph(edge_index, num_nodes, x)
         s0, seeds, out_dtype = self._signals(x, seed_index, n, ei.device)
         cached = self._from_cache(ei, s0)

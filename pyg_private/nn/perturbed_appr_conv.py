@@ -18,6 +18,7 @@ from ..accounting.objective_perturbation import (
 from ..accounting.validation import check_delta, check_epsilon, check_non_negative
 from ..mechanisms.objective_noise import sample_objective_noise
 from ..utils.appr import appr_propagate
+from ._call_checks import reject_edge_weight
 from ..utils.newton_solver import solve_separable_ridge
 from ..utils.separable_loss import SeparableLoss
 from ._sparse_propagation import SparsePropagation
@@ -92,14 +93,28 @@ class PerturbedAPPRConv(SparsePropagation):
         tol (float): solver tolerance on the gradient norm; propagation tolerance for ``inf``.
         cached (bool): keep the propagation for the same graph and features. (default: :obj:`True`)
         accountant (PrivacyAccountant, optional): charged at every fit.
+        symmetrize (bool): symmetrise a directed ``edge_index`` (adding reverse edges, dropping
+            self-loops and duplicates) instead of raising. (default: :obj:`False`)
+
+    ``alpha``, ``epsilon`` and ``delta`` are required keywords: ``PerturbedAPPRConv(1433, 7)`` raises a
+    ``TypeError`` that says what the layer is and what to write.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, *, alpha: float, steps: Steps = 2,
-                 epsilon: float, delta: float, regularization: float = 0.2,
+    def __init__(self, in_channels: int, out_channels: int, *, alpha: Optional[float] = None, steps: Steps = 2,
+                 epsilon: Optional[float] = None, delta: Optional[float] = None, regularization: float = 0.2,
                  loss: Literal["soft_margin", "pseudo_huber"] = "soft_margin", huber_delta: Optional[float] = None,
                  omega: float = 0.9, alpha_inference: Optional[float] = None, tol: float = 1e-10,
                  cached: bool = True, accountant: Optional[PrivacyAccountant] = None,
-                 name: str = "perturbed_appr_conv") -> None:
+                 name: str = "perturbed_appr_conv", symmetrize: bool = False) -> None:
+        missing = [k for k, v in (("alpha", alpha), ("epsilon", epsilon), ("delta", delta)) if v is None]
+        if missing:
+            raise TypeError(
+                "PerturbedAPPRConv is GCON's whole private model, not a GCNConv: a fixed APPR propagation of "
+                "the features followed by a linear head that `fit` trains once by objective perturbation (one "
+                f"charged release). It needs the keyword arguments {', '.join(missing)}: the restart probability "
+                "`alpha` and the privacy target `epsilon`, `delta`; for example "
+                f"PerturbedAPPRConv({in_channels}, {out_channels}, alpha=0.4, epsilon=1.0, delta=1 / num_edges), "
+                "then conv.fit(x, edge_index, y, train_mask) and conv(x, edge_index)")
         super().__init__()
         if not (isinstance(in_channels, int) and in_channels > 0 and isinstance(out_channels, int) and out_channels > 1):
             raise ValueError("`in_channels` must be a positive int and `out_channels` (classes) an int >= 2")
@@ -120,6 +135,7 @@ class PerturbedAPPRConv(SparsePropagation):
         if not 0 < self.alpha_inference <= 1:
             raise ValueError(f"`alpha_inference` must lie in (0, 1]; got {alpha_inference!r}")
         self.tol, self.cached, self.accountant, self.name = tol, cached, accountant, name
+        self.symmetrize = bool(symmetrize)
         self.register_buffer("weight", None)  # Theta_priv [d, c], float64: the released model (in state_dict)
         self.last_fit: Optional[GCONFit] = None
 
@@ -149,7 +165,8 @@ class PerturbedAPPRConv(SparsePropagation):
                 == torch.strided and c_graph.shape == edge_index.shape and torch.equal(c_graph, edge_index))
             if same_graph and c_x.shape == x.shape and torch.equal(c_x, x):
                 return c_z.clone()  # a caller's in-place change must not reach the cache
-        z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10))
+        z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10),
+                           symmetrize=self.symmetrize)
         if self.cached:
             self._cache = (x.detach().clone(), edge_index.clone() if isinstance(edge_index, Tensor) else edge_index, z)
         return z
@@ -195,13 +212,14 @@ class PerturbedAPPRConv(SparsePropagation):
 
     def forward(self, x: Tensor, edge_index: Any, mode: Literal["private", "public"] = "private") -> Tensor:
         """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head."""
+        reject_edge_weight("PerturbedAPPRConv", "mode", mode, "'private' or 'public'")
         if self.weight is None:
             raise RuntimeError("call fit(...) first")
         if mode == "public":
             z = self.propagation(x, edge_index)  # the training propagation, reused when cached
         elif mode == "private":
             _check_ball(x, self.in_channels)
-            one_hop = appr_propagate(x, edge_index, alpha=self.alpha_inference, steps=1)
+            one_hop = appr_propagate(x, edge_index, alpha=self.alpha_inference, steps=1, symmetrize=self.symmetrize)
             z = torch.cat([x.to(one_hop.dtype) if m == 0 else one_hop for m in self.steps], dim=-1)
         else:
             raise ValueError(f"`mode` must be 'private' or 'public'; got {mode!r}")

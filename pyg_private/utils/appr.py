@@ -274,10 +274,10 @@ def _graph_csr(adj: Any, n: int, symmetrize: bool) -> tuple[Tensor, Tensor]:
     graph = simple_undirected_csr(adj, n)  # a sparse input already simple, undirected and canonical: as it is
     if graph is not None:
         return graph
-    ei, m = adjacency_to_edge_index(adj, n, name="edge_index_or_adj")
+    ei, m = adjacency_to_edge_index(adj, n, name="edge_index")
     if m != n:
         raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
-    ei, _ = simple_undirected(ei, n, symmetrize=symmetrize, name="edge_index_or_adj")
+    ei, _ = simple_undirected(ei, n, symmetrize=symmetrize, name="edge_index")
     return csr_indices(ei, n)
 
 

@@ -177,7 +177,10 @@ def simple_undirected(edge_index: Tensor, num_nodes: int | None = None, *, symme
         ei, _ = remove_self_loops(ei)
         return to_undirected(ei, num_nodes=n), n
     if ei.numel() and bool((ei[0] == ei[1]).any()):
-        raise ValueError(f"`{name}` contains self-loops; remove them (or pass symmetrize=True)")
+        raise ValueError(f"`{name}` contains self-loops (e.g. from add_self_loops or a GCN preprocessing); the layer "
+                         "adds its own where its formula has them: remove them with "
+                         f"torch_geometric.utils.remove_self_loops({name}) (or pass symmetrize=True, which drops "
+                         "them and adds missing reverse edges)")
     co = coalesce(ei, num_nodes=n)
     if co.size(1) != ei.size(1):
         raise ValueError(f"`{name}` contains {ei.size(1) - co.size(1)} duplicate edges (or pass symmetrize=True)")

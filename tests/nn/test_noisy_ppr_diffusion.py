@@ -252,5 +252,11 @@ def test_repr_and_gradients():
     assert repr(layer) == ("NoisyPPRDiffusion(alpha=0.1, num_iterations=7, eta=0.0001, noise_scale=0.002, "
                            "personalized=False, sampler='safe', cached=False)")
     x = torch.rand(3, 1, requires_grad=True)
-    out = layer(x, torch.tensor([[0, 1], [1, 0]]))
+    # in training mode an input that requires grad is refused (the release is detached and charged
+    # at every call); released deliberately on x.detach() or in eval mode, the output is detached
+    with pytest.raises(ValueError, match="requires grad"):
+        layer(x, torch.tensor([[0, 1], [1, 0]]))
+    out = layer(x.detach(), torch.tensor([[0, 1], [1, 0]]))
+    assert not out.requires_grad
+    out = layer.eval()(x, torch.tensor([[0, 1], [1, 0]]))
     assert not out.requires_grad

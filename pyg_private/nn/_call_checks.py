@@ -1,0 +1,51 @@
+"""Errors for the calls a PyG user writes first (``GCNConv``-style constructors, ``edge_weight``,
+inputs that require grad): each names the public argument, says what the layer is and what to write."""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["reject_channel_counts", "reject_edge_weight", "reject_grad_input"]
+
+_PROPAGATION = ("{name} is a parameter-free private propagation (like PyG's APPNP): it has no input or output "
+                "channels and no weights; put your own layers (e.g. torch.nn.Linear) before or after it. ")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= 1
+
+
+def reject_channel_counts(name: str, first: Any, second: Any, example: str, *, parameters: str) -> None:
+    """Raise a ``TypeError`` when the first two positional arguments look like ``GCNConv``'s
+    ``(in_channels, out_channels)``: ``second`` (and ``first``) a positive integer where the layer
+    expects ``parameters``."""
+    if _is_count(first) and _is_count(second) and (first > 1 or second > 1):
+        raise TypeError(_PROPAGATION.format(name=name) + f"Its positional arguments are {parameters}, so "
+                        f"{name}({first}, {second}) does not mean (in_channels, out_channels). Write for example "
+                        f"{example}.")
+
+
+def reject_edge_weight(name: str, argument: str, value: Any, meaning: str) -> None:
+    """Raise a ``ValueError`` when a ``GCNConv``-style ``layer(x, edge_index, edge_weight)`` call put an
+    edge-weight vector (a floating-point 1-D tensor) into ``argument``."""
+    if isinstance(value, Tensor) and value.dim() == 1 and value.is_floating_point():
+        raise ValueError(f"{name} takes no edge weights: its privacy analysis is for an unweighted graph (one "
+                         f"edge changes one 0/1 entry). The third positional argument is `{argument}` ({meaning}); "
+                         "call layer(x, edge_index), with the graph's edges only.")
+
+
+def reject_grad_input(name: str, x: Any, training: bool) -> None:
+    """Raise a ``ValueError`` when a release is asked for in training mode on an input that requires
+    grad: the release is detached (gradients through the private graph would be a new release each
+    step) and every call is charged, so training through the layer silently cuts the gradient and
+    spends budget every epoch."""
+    if training and torch.is_grad_enabled() and isinstance(x, Tensor) and x.requires_grad:
+        raise ValueError(
+            f"{name} got an input that requires grad in training mode. Its output is a private release: it is "
+            "detached (no gradient reaches the layers before it) and every forward with new inputs is a new "
+            "charged release, so training through it spends budget every epoch. Precompute instead: run it once "
+            "on fixed features with cached=True (under torch.no_grad(), or on x.detach()) and train your layers "
+            "on its output; pass x.detach() to release deliberately, or call layer.eval().")
