@@ -23,7 +23,8 @@ EPSILONS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, math.inf)
 METHODS = ("caribou", "gap", "mlp")
 LABELS = {"caribou": "CARIBOU", "gap": "GAP", "mlp": "MLP"}
 
-# specs/caribou.md §6: Table 9 (mean of 3 runs) and Table 3 (best of 3 runs), EDP, in %.
+# Zheng et al., CARIBOU (arXiv:2506.22727), Sec. 6: Table 9 (mean of 3 runs) and Table 3 (best of 3 runs),
+# edge-level DP, in %.
 _COLUMNS = ("Chain-S", "Chain-M", "Chain-L", "Chain-X", "Cora")
 _TABLE9 = {
     "caribou": {1: (78.1, 80.0, 70.0, 65.0, 84.3), 2: (90.6, 82.5, 71.7, 68.0, 86.0), 4: (90.6, 82.5, 71.7, 65.0, 86.7),

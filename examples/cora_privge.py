@@ -1,6 +1,6 @@
 """PrivGE on Cora: local-DP node features (HDS against LP, PM, MB), PPR embedding, MLP head.
 
-The Cora experiments of Li et al., "PrivGE" (CIKM 2024), ``specs/privge.md`` §5:
+The Cora experiments of Li et al., "PrivGE" (CIKM 2024), Section 5:
 
 * node classification: random 50/25/25 node split (``random_split``, seed = run), accuracy,
   epsilon in {0.01, 0.1, 1, 2, 3, 5, inf};
