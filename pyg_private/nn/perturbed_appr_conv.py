@@ -2,6 +2,7 @@ r"""GCON: an APPR propagation and a linear head trained by objective perturbatio
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Sequence, Union
 
@@ -18,9 +19,9 @@ from ..accounting.objective_perturbation import (
 from ..accounting.validation import check_delta, check_epsilon, check_non_negative
 from ..mechanisms.objective_noise import sample_objective_noise
 from ..utils.appr import appr_propagate
-from ._call_checks import reject_edge_weight
 from ..utils.newton_solver import solve_separable_ridge
 from ..utils.separable_loss import SeparableLoss
+from ._call_checks import reject_edge_weight
 from ._sparse_propagation import SparsePropagation
 
 __all__ = ["PerturbedAPPRConv", "GCONFit"]
@@ -157,7 +158,7 @@ class PerturbedAPPRConv(SparsePropagation):
 
     def propagation(self, x: Tensor, edge_index: Any) -> Tensor:
         """:math:`\\mathbf{Z}` (Eq. 11), deterministic; cached with ``cached=True``."""
-        _check_ball(x, self.in_channels)
+        x_ball = _check_ball(x, self.in_channels)
         if self.cached and self._cache is not None:
             c_x, c_graph, c_z = self._cache
             same_graph = c_graph is edge_index or (
@@ -165,7 +166,7 @@ class PerturbedAPPRConv(SparsePropagation):
                 == torch.strided and c_graph.shape == edge_index.shape and torch.equal(c_graph, edge_index))
             if same_graph and c_x.shape == x.shape and torch.equal(c_x, x):
                 return c_z.clone()  # a caller's in-place change must not reach the cache
-        z = appr_propagate(x, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10),
+        z = appr_propagate(x_ball, edge_index, alpha=self.alpha, steps=list(self.steps), tol=min(self.tol, 1e-10),
                            symmetrize=self.symmetrize)
         if self.cached:
             self._cache = (x.detach().clone(), edge_index.clone() if isinstance(edge_index, Tensor) else edge_index, z)
@@ -208,6 +209,11 @@ class PerturbedAPPRConv(SparsePropagation):
         self.weight = sol.theta
         self.last_fit = GCONFit(calibration=cal, grad_norm=sol.grad_norm, iterations=sol.iterations,
                                 converged=sol.converged, num_rows=rows)
+        if not sol.converged:  # the released head is not the minimiser the guarantee is about
+            warnings.warn(f"{self.name}: the Newton solve stopped after {sol.iterations} iterations with gradient "
+                          f"norm {sol.grad_norm:.3g} > tol={self.tol:g}; Theorem 1 covers the exact minimiser, so "
+                          "raise `regularization` or `tol`. (A diagnostic of the private objective: keep it private.)",
+                          RuntimeWarning, stacklevel=2)
         return self.last_fit
 
     def forward(self, x: Tensor, edge_index: Any, mode: Literal["private", "public"] = "private") -> Tensor:
@@ -218,7 +224,7 @@ class PerturbedAPPRConv(SparsePropagation):
         if mode == "public":
             z = self.propagation(x, edge_index)  # the training propagation, reused when cached
         elif mode == "private":
-            _check_ball(x, self.in_channels)
+            x = _check_ball(x, self.in_channels)
             one_hop = appr_propagate(x, edge_index, alpha=self.alpha_inference, steps=1, symmetrize=self.symmetrize)
             z = torch.cat([x.to(one_hop.dtype) if m == 0 else one_hop for m in self.steps], dim=-1)
         else:
@@ -232,12 +238,24 @@ class PerturbedAPPRConv(SparsePropagation):
                 f"regularization={self.regularization:g}, loss={self.loss.name!r})")
 
 
-def _check_ball(x: Tensor, channels: int) -> None:
+def _check_ball(x: Tensor, channels: int) -> Tensor:
+    r"""``x`` with every row in the unit L2 ball, which the sensitivity analysis assumes.
+
+    Rows whose norm exceeds 1 by at most :math:`\max(10^{-6}, (F + 4)\,u)` (``u`` the machine
+    epsilon of ``x``'s dtype: the rounding of a normalisation such as ``F.normalize`` in that dtype)
+    are projected onto the ball (in float64), so the bound holds exactly; any larger row raises (the
+    data were not normalised)."""
     if not isinstance(x, Tensor) or x.dim() != 2 or x.size(1) != channels:
         raise ValueError(f"`x` must be a [N, {channels}] feature matrix")
     if not bool(torch.isfinite(x).all()):
         raise ValueError("`x` contains NaN or infinite values")
-    norms = x.to(torch.float64).norm(dim=1)
-    if bool((norms > 1 + 1e-6).any()):
-        raise ValueError(f"rows of `x` must lie in the unit L2 ball (largest norm {float(norms.max()):.4g}); "
-                         "apply L2RowNormalize first")
+    norms = x.to(torch.float64).norm(dim=1, keepdim=True)
+    eps = torch.finfo(x.dtype).eps if x.is_floating_point() else torch.finfo(torch.float64).eps
+    tolerance = max(1e-6, (channels + 4) * eps)
+    if bool((norms > 1 + tolerance).any()):
+        raise ValueError(f"rows of `x` must lie in the unit L2 ball (largest norm {float(norms.max()):.4g}, allowed "
+                         f"1 + {tolerance:.2g} for rounding); apply L2RowNormalize first")
+    if bool((norms > 1).any()):  # onto the ball of radius 1 / (1 + (F + 4) 2^-53): no float64 row ends above 1
+        slack = 1.0 + (channels + 4) * torch.finfo(torch.float64).eps
+        return x.to(torch.float64) / (norms * slack).clamp(min=1.0)
+    return x

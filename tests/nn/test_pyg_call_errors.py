@@ -105,3 +105,36 @@ def test_training_through_a_release_is_refused_before_any_charge(make):
     with torch.no_grad():
         layer.train()(lin(torch.rand(n, 3)), ei)
     assert len(acct) == 3
+
+
+def test_float32_normalised_rows_are_accepted_and_projected():
+    """F.normalize in float32 leaves norms up to about 1 + sqrt(F) 2^-24: accepted and projected
+    onto the ball (the sensitivity analysis then holds exactly); a row clearly outside raises."""
+    from pyg_private.nn.perturbed_appr_conv import _check_ball
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(2000, 1433, generator=g), dim=-1)
+    assert float(x.double().norm(dim=1).max()) > 1.0  # float32 rounding overshoots
+    ball = _check_ball(x, 1433)
+    assert ball.dtype == torch.float64 and float(ball.norm(dim=1).max()) <= 1.0
+    with pytest.raises(ValueError, match="unit L2 ball"):
+        _check_ball(x * 1.01, 1433)
+
+
+def test_unconverged_fit_warns(monkeypatch):
+    from pyg_private.nn import perturbed_appr_conv as module
+
+    real = module.solve_separable_ridge
+
+    def capped(*args, **kwargs):
+        kwargs["max_iter"] = 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "solve_separable_ridge", capped)
+    n = 8
+    x = torch.nn.functional.normalize(torch.rand(n, 4, dtype=torch.float64), dim=-1)
+    y = torch.tensor([0, 1] * (n // 2))
+    conv = PerturbedAPPRConv(4, 2, alpha=0.4, epsilon=1.0, delta=1e-3, tol=1e-14)
+    with pytest.warns(RuntimeWarning, match="Newton solve stopped"):
+        fit = conv.fit(x, ring(n), y, torch.ones(n, dtype=torch.bool))
+    assert not fit.converged
