@@ -1,7 +1,6 @@
 """Shared machinery of the output-perturbation mechanisms: validation, charging, safe noise."""
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from typing import Optional
 
@@ -21,7 +20,7 @@ from .grid import (
     validate_granularity,
 )
 from .randomness import RandomSource, resolve_secure_mode
-from .sampler_options import Sampler, check_sampler, check_sampler_options
+from .sampler_options import Sampler, check_grid_tolerance, check_sampler, check_sampler_options
 
 __all__ = ["OutputPerturbation", "as_query", "check_sampler", "Sampler"]
 
@@ -59,13 +58,10 @@ class OutputPerturbation(ABC):
         self.accountant = accountant
         self.name = name
         self.generator = generator
-        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
-        if granularity is not None and sampler == "float":
-            raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator,
+                                                               granularity=granularity)
         self._granularity = None if granularity is None else check_granularity(granularity)
-        if not (grid_tolerance > 0 and math.isfinite(grid_tolerance)):
-            raise ValueError(f"`grid_tolerance` must be positive; got {grid_tolerance!r}")
-        self.grid_tolerance = float(grid_tolerance)
+        self.grid_tolerance = check_grid_tolerance(grid_tolerance)
         #: The grid of the most recent release (``None`` before the first, and for the float sampler).
         self.granularity: Optional[float] = self._granularity
 

@@ -207,27 +207,36 @@ def _pair_ids(edge_index: Tensor, num_nodes: int) -> Tensor:
     return row[keep] * num_nodes + col[keep]
 
 
-def _bernoulli_positions(total: int, prob: float, *, generator: torch.Generator | None,
-                         device: torch.device) -> Tensor:
-    """Sorted positions in ``[0, total)`` where an i.i.d. Bernoulli(``prob``) sequence is 1."""
-    chunks = []
-    last = -1
+def _positions_from_gaps(total: int, prob: float, draw_gaps, device: torch.device) -> Tensor:
+    """Sorted positions in ``[0, total)`` of the 1s of an i.i.d. Bernoulli(``prob``) sequence, from
+    ``draw_gaps(m)``: ``m`` i.i.d. gaps (>= 1) between consecutive 1s, drawn in chunks of about the
+    expected count plus six standard deviations."""
     if prob <= 0.0 or total <= 0:
         return torch.empty(0, dtype=torch.long, device=device)
-    log_stay = math.log1p(-prob) if prob < 1.0 else -math.inf
+    chunks = []
+    last = -1
     while last < total - 1:
         expected = (total - 1 - last) * prob
-        m = int(expected + 6.0 * math.sqrt(expected) + 16)
-        u = 1.0 - torch.rand(m, dtype=torch.float64, generator=generator, device=device)  # (0, 1]
-        # P(floor(log u / log(1-p)) >= k) = (1-p)^k: a Geometric gap on {1, 2, ...}
-        gaps = torch.floor(torch.log(u) / log_stay).long() + 1
-        pos = torch.cumsum(gaps, 0) + last
+        pos = torch.cumsum(draw_gaps(int(expected + 6.0 * math.sqrt(expected) + 16)), 0).add_(last)
         if int(pos[-1]) >= total:
             chunks.append(pos[pos < total])
             break
         chunks.append(pos)
         last = int(pos[-1])
     return torch.cat(chunks)
+
+
+def _bernoulli_positions(total: int, prob: float, *, generator: torch.Generator | None,
+                         device: torch.device) -> Tensor:
+    """The float sampler's positions: geometric gaps by the floating-point inverse CDF."""
+    log_stay = math.log1p(-prob) if prob < 1.0 else -math.inf
+
+    def gaps(m: int) -> Tensor:
+        u = 1.0 - torch.rand(m, dtype=torch.float64, generator=generator, device=device)  # (0, 1]
+        # P(floor(log u / log(1-p)) >= k) = (1-p)^k: a Geometric gap on {1, 2, ...}
+        return torch.floor(torch.log(u) / log_stay).long() + 1
+
+    return _positions_from_gaps(total, prob, gaps, device)
 
 
 @functools.lru_cache(maxsize=64)
@@ -241,20 +250,9 @@ def _exact_bernoulli_positions(total: int, prob: float, source: RandomSource) ->
     if prob <= 0.0 or total <= 0:
         return torch.empty(0, dtype=torch.long, device=source.device)
     law = _gap_law(float(prob))
-    chunks = []
-    last = -1
-    while last < total - 1:
-        expected = (total - 1 - last) * prob
-        m = int(expected + 6.0 * math.sqrt(expected) + 16)
-        # a gap is G + 1, G failures before the next success; gaps past the end are cut at `total`
-        gaps = law.sample(m, source).clamp_(max=total).add_(1)
-        pos = torch.cumsum(gaps, 0).add_(last)
-        if int(pos[-1]) >= total:
-            chunks.append(pos[pos < total])
-            break
-        chunks.append(pos)
-        last = int(pos[-1])
-    return torch.cat(chunks)
+    # a gap is G + 1, G failures before the next success; gaps past the end are cut at `total`
+    return _positions_from_gaps(total, prob, lambda m: law.sample(m, source).clamp_(max=total).add_(1),
+                                source.device)
 
 
 def _in_sorted(values: Tensor, sorted_set: Tensor) -> Tensor:

@@ -78,7 +78,6 @@ _CELLS = {"laplace": 5, "gaussian": 7, "two_laplace": 5}  # r: about 2^r cells p
 _FLOAT_MARGIN = 2.0 ** -44
 _CHUNK = 1 << 15  # samples per vectorised pass (cache-sized)
 _TASK = 1 << 19  # samples per task of one thread, with its own random stream
-_TAIL_MARK = -(1 << 63)  # placeholder of a tail value until the exact tail path replaces it
 
 
 def _mp(prec: int = _PREC):
@@ -382,9 +381,6 @@ class RoundedNoiseSampler:
                 value, accept = self._within(cell, source)
                 out[index[accept]] = value[accept]
                 index, cell = index[~accept], cell[~accept]
-        tails = (out == _TAIL_MARK).nonzero().squeeze(1)
-        for i in tails.tolist():  # probability below 1e-21 per sample
-            out[i] = self._tail_sample(source)
 
     def _finish(self, out: Tensor, index: Tensor, w1: Tensor, cell: Tensor, offset: Tensor, bits: Tensor,
                 negative: Tensor, source: RandomSource) -> tuple[Tensor, Tensor]:
@@ -408,7 +404,7 @@ class RoundedNoiseSampler:
         value = torch.where(negative.bool(), -k, k)
         tail = cell == t.tail
         if bool(tail.any()):
-            value = torch.where(tail, torch.full_like(value, _TAIL_MARK), value)
+            self._replace_tails(value, tail, source)
             accept |= tail
         out[index[accept]] = value[accept]
         return cell, accept
@@ -432,7 +428,7 @@ class RoundedNoiseSampler:
 
     def _within(self, cell: Tensor, source: RandomSource) -> tuple[Tensor, Tensor]:
         """A uniform value of each cell with a random sign, and whether the rejection test accepts it
-        (values of the tail cell are returned as ``_TAIL_MARK``, accepted)."""
+        (values of the tail cell are drawn by the exact tail path, accepted)."""
         t = self._t
         word = source.words(cell.numel())
         negative = (word >> (WORD_BITS - 1)).bool()
@@ -448,9 +444,14 @@ class RoundedNoiseSampler:
         value = torch.where(negative, -k, k)  # the sign of M = 0 is irrelevant
         tail = cell == t.tail
         if bool(tail.any()):
-            value = torch.where(tail, torch.full_like(value, _TAIL_MARK), value)
+            self._replace_tails(value, tail, source)
             accept |= tail
         return value, accept
+
+    def _replace_tails(self, value: Tensor, tail: Tensor, source: RandomSource) -> None:
+        """Draw the values of the tail cell exactly, in place (probability below 1e-21 per sample)."""
+        for i in tail.nonzero().squeeze(1).tolist():
+            value[i] = self._tail_sample(source)
 
     def _ratio(self, k: Tensor, offset: Tensor) -> Tensor:
         """float64 estimate of the acceptance probability ``P(M = k) / P(M = ref)`` of values ``k`` at

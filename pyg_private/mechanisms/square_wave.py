@@ -356,10 +356,7 @@ def _source(device: torch.device, generator: Optional[torch.Generator], secure_m
 
 
 def _check_safe_args(sampler: str, secure_mode: Optional[bool], granularity: Optional[float]) -> str:
-    sampler, secure_mode = check_sampler_options(sampler, secure_mode, None)
-    if sampler == "float" and granularity is not None:
-        raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
-    return sampler
+    return check_sampler_options(sampler, secure_mode, None, granularity=granularity)[0]
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,19 +17,10 @@ from torch import Tensor
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity, from_grid, round_to_grid
 from ..mechanisms.randomness import RandomSource, run_tasks
-from ..mechanisms.sampler_options import check_sampler_options
 
-__all__ = ["plan_grid", "add_grid_gaussian_", "check_sampler_args"]
+__all__ = ["plan_grid", "add_grid_gaussian_"]
 
 _BLOCK_ELEMENTS = 1 << 19
-
-
-def check_sampler_args(sampler: object, secure_mode: object, grid_tolerance: object) -> tuple[str, Optional[bool], float]:
-    """Validate a layer's ``sampler``, ``secure_mode`` and ``grid_tolerance`` arguments."""
-    sampler, secure_mode = check_sampler_options(sampler, secure_mode, None)
-    if isinstance(grid_tolerance, bool) or not isinstance(grid_tolerance, (int, float)) or not grid_tolerance > 0:
-        raise ValueError(f"`grid_tolerance` must be a positive number; got {grid_tolerance!r}")
-    return sampler, secure_mode, float(grid_tolerance)
 
 
 def plan_grid(*, std_per_sensitivity: float, sensitivity: float, dim: int, value_bound: float,
@@ -48,7 +39,9 @@ def plan_grid(*, std_per_sensitivity: float, sensitivity: float, dim: int, value
         raise ValueError(f"the noise std {std_per_sensitivity * sensitivity:g} is below 2^-40 times the largest "
                          f"possible value {value_bound:g}: too small for a grid release (it would need more than "
                          "2^60 grid steps); use noise_multiplier=0 for the noise-free reference")
-    return g, sensitivity + inflation_factor * (max(int(dim), 1) ** 0.5) * g
+    inflated = sensitivity + inflation_factor * (max(int(dim), 1) ** 0.5) * g
+    RoundedNoiseSampler("gaussian", std_per_sensitivity * inflated / g)  # the range check, before any charge
+    return g, inflated
 
 
 def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: RandomSource,

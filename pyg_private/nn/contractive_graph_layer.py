@@ -26,8 +26,9 @@ from ..utils.degree_bounds import (
 )
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
-from ._grid_gaussian import add_grid_gaussian_, check_sampler_args, plan_grid
+from ._grid_gaussian import add_grid_gaussian_, plan_grid
 from ._ppr_release import resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -190,8 +191,8 @@ class ContractiveGraphLayer(SparsePropagation):
                               example="ContractiveGraphLayer(K=2, contraction=0.9, min_degree=1, epsilon=1.0, "
                                       "delta=1e-5)")
         super().__init__()
-        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
-        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
+        self.grid_tolerance = check_grid_tolerance(grid_tolerance)
         #: The grid of the last release's hops (``None`` before it, without noise, or with the float sampler).
         self.granularity: Optional[float] = None
         self.K = check_positive_int(K, "K")

@@ -21,8 +21,8 @@ from ..mechanisms.grid import (
     validate_granularity,
 )
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils.push_flow import push_flow_cap_ppr
-from ._grid_gaussian import check_sampler_args
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 
 __all__ = ["DPPushFlowCap", "PushFlowGrid"]
@@ -111,10 +111,8 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
                  sampler: str = "safe", secure_mode: Optional[bool] = None, granularity: Optional[float] = None,
                  grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         super().__init__()
-        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
-        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
-        if granularity is not None and self.sampler == "float":
-            raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator, granularity=granularity)
+        self.grid_tolerance = check_grid_tolerance(grid_tolerance)
         self._granularity = None if granularity is None else check_granularity(granularity)
         #: The grid of the last release (``None`` before it and with the float sampler).
         self.granularity: Optional[float] = None

@@ -11,8 +11,9 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_grad_input
-from ._grid_gaussian import add_grid_gaussian_, check_sampler_args, plan_grid
+from ._grid_gaussian import add_grid_gaussian_, plan_grid
 from ..accounting.validation import check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.adjacency import adjacency_csr
@@ -87,8 +88,8 @@ class GAPAggregation(SparsePropagation):
                  name: str = "gap_aggregation", sampler: str = "safe", secure_mode: Optional[bool] = None,
                  grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         super().__init__()
-        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
-        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
+        self.grid_tolerance = check_grid_tolerance(grid_tolerance)
         #: The grid of the last release's hops (``None`` before it, without noise, or with the float sampler).
         self.granularity: Optional[float] = None
         self.K = check_positive_int(K, "K")

@@ -15,11 +15,11 @@ from ..mechanisms._noise import TwoLaplaceStream
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity, validate_granularity
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import adjacency_csr, inverse_degree
 from ..utils.lazy_ppr import seed_matrix
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
-from ._grid_gaussian import check_sampler_args
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -221,10 +221,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
                                       "delta=1e-5) called as layer(edge_index=edge_index, seed_index=seeds, "
                                       "num_nodes=N)")
         super().__init__()
-        self.sampler, self.secure_mode, self.grid_tolerance = check_sampler_args(sampler, secure_mode, grid_tolerance)
-        resolve_secure_mode(secure_mode, generator)  # a seeded generator cannot be secure
-        if granularity is not None and self.sampler == "float":
-            raise ValueError("`granularity` is a setting of the safe sampler; the float sampler has no grid")
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator, granularity=granularity)
+        self.grid_tolerance = check_grid_tolerance(grid_tolerance)
         self._granularity = None if granularity is None else check_granularity(granularity)
         #: The grid of the last release (``None`` before it, without noise, or with the float sampler).
         self.granularity: Optional[float] = None

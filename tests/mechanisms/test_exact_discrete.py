@@ -13,27 +13,9 @@ import torch
 from scipy import stats
 
 from pyg_private.mechanisms.exact_discrete import bernoulli, exact_probability, uniform_int
-from pyg_private.mechanisms.randomness import WORD_BITS, RandomSource
-
-
-def _source(seed=0):
-    return RandomSource("cpu", generator=torch.Generator().manual_seed(seed))
-
-
-class _Scripted(RandomSource):
-    """Returns the scripted words first (in order, across calls), then seeded ones; records calls."""
-
-    def __init__(self, script, seed=0):
-        super().__init__("cpu", generator=torch.Generator().manual_seed(seed))
-        self.script = list(script)
-        self.calls = []
-
-    def words(self, n):
-        n = int(n)
-        self.calls.append(n)
-        head, self.script = self.script[:n], self.script[n:]
-        rest = super().words(n - len(head)) if n > len(head) else torch.empty(0, dtype=torch.int64)
-        return torch.cat([torch.tensor(head, dtype=torch.int64), rest])
+from pyg_private.mechanisms.randomness import WORD_BITS
+from sampler_helpers import ScriptedSource as _Scripted
+from sampler_helpers import seeded_source as _source
 
 
 def _threshold(p):

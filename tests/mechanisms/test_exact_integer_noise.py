@@ -10,13 +10,10 @@ import torch
 from scipy.stats import chisquare
 
 from pyg_private.mechanisms import exact_integer_noise as E
-from pyg_private.mechanisms.randomness import RandomSource
+from sampler_helpers import force_exact_paths as _force
+from sampler_helpers import seeded_source as _source
 
 SCALES = {"gaussian": [2.0 ** 20, 2.0 ** 20 * 1.7, 2.0 ** 37 * 1.3], "laplace": [2.0 ** 20, 2.0 ** 29 * 1.45]}
-
-
-def _source(seed: int = 0) -> RandomSource:
-    return RandomSource("cpu", generator=torch.Generator().manual_seed(seed))
 
 
 def _chi_square_p(sampler: E.RoundedNoiseSampler, values: torch.Tensor, edges_in_scale) -> float:
@@ -66,24 +63,6 @@ def test_float_fast_path_stays_inside_its_margin(kind):
             exact = float(t.accept_probability(ki))
             assert 0 < exact <= 1
             assert abs(r - exact) <= exact * t.margin, (ki, r, exact)
-
-
-def _force(sampler: E.RoundedNoiseSampler, *, split_bits=None, margin=None) -> E.RoundedNoiseSampler:
-    """A copy of the sampler's table that takes the exact paths often."""
-    import copy
-    t = copy.copy(sampler._t)
-    t._build_fast()
-    if split_bits is not None:
-        t.split_bits = split_bits
-        t._build_fast()
-    if margin is not None:
-        t.margin = margin
-        t.accept_scale = (1.0 - margin) * 2.0 ** t.accept_bits
-        t.reject_scale = (1.0 + margin) * 2.0 ** t.accept_bits
-        t._build_cheap()
-    forced = object.__new__(E.RoundedNoiseSampler)
-    forced.kind, forced.scale, forced._t = sampler.kind, sampler.scale, t
-    return forced
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "laplace"])

@@ -19,24 +19,8 @@ from pyg_private.mechanisms import flip_edges
 from pyg_private.mechanisms.randomness import WORD_BITS, RandomSource, secure_mode
 from pyg_private.nn import EdgeFlippingPPR
 from pyg_private.transforms import EdgeRandomizedResponse
-
-
-def _source(seed=0):
-    return RandomSource("cpu", generator=torch.Generator().manual_seed(seed))
-
-
-class _Scripted(RandomSource):
-    """Returns the scripted words first (in order, across calls), then seeded ones."""
-
-    def __init__(self, script, seed=0):
-        super().__init__("cpu", generator=torch.Generator().manual_seed(seed))
-        self.script = list(script)
-
-    def words(self, n):
-        n = int(n)
-        head, self.script = self.script[:n], self.script[n:]
-        rest = super().words(n - len(head)) if n > len(head) else torch.empty(0, dtype=torch.int64)
-        return torch.cat([torch.tensor(head, dtype=torch.int64), rest])
+from sampler_helpers import ScriptedSource as _Scripted
+from sampler_helpers import seeded_source as _source
 
 
 class _NoMoreWords(RandomSource):

@@ -7,7 +7,6 @@ X = L1 + L2 has density f(x) = (1/(4b)) (1 + |x|/b) e^{-|x|/b} and P(|X| >= x) =
 """
 from __future__ import annotations
 
-import copy
 import math
 
 import mpmath
@@ -19,14 +18,11 @@ from scipy.stats import chisquare
 
 from pyg_private.mechanisms import exact_integer_noise as E
 from pyg_private.mechanisms._noise import TwoLaplaceStream
-from pyg_private.mechanisms.randomness import RandomSource
+from sampler_helpers import force_exact_paths as _force
+from sampler_helpers import seeded_source as _source
 
 SCALES = [2.0 ** 20, 2.0 ** 29 * 1.45, 2.0 ** 41 * 1.1]
 EDGES = [0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]  # |K| bins, in units of b
-
-
-def _source(seed: int = 0) -> RandomSource:
-    return RandomSource("cpu", generator=torch.Generator().manual_seed(seed))
 
 
 def _chi_square_p(sampler: E.RoundedNoiseSampler, values: torch.Tensor, edges_in_scale) -> float:
@@ -193,23 +189,6 @@ def test_cheap_thresholds_never_exceed_a_cell_s_smallest_probability():
 
 
 # ----------------------------------------------------------------------- the exact paths, the tail
-
-def _force(sampler: E.RoundedNoiseSampler, *, split_bits=None, margin=None) -> E.RoundedNoiseSampler:
-    """A copy of the sampler's table that takes the exact paths often."""
-    t = copy.copy(sampler._t)
-    t._build_fast()
-    if split_bits is not None:
-        t.split_bits = split_bits
-        t._build_fast()
-    if margin is not None:
-        t.margin = margin
-        t.accept_scale = (1.0 - margin) * 2.0 ** t.accept_bits
-        t.reject_scale = (1.0 + margin) * 2.0 ** t.accept_bits
-        t._build_cheap()
-    forced = object.__new__(E.RoundedNoiseSampler)
-    forced.kind, forced.scale, forced._t = sampler.kind, sampler.scale, t
-    return forced
-
 
 def test_exact_paths_give_the_same_law(monkeypatch):
     """Forcing alias ties (3 split bits) and the 256-bit acceptance test (margin 0.3): still the law."""

@@ -169,3 +169,16 @@ def test_gap_hops_are_never_impossible_under_a_neighbouring_graph(monkeypatch):
     result = floating_point_audit(sampler(ga), sampler(gb), lambda y: grid_possible(y, g),
                                   lambda y: grid_possible(y, g), num_releases=20, batch_size=20)
     assert result.identified == 0 and 2 * result.num_releases * result.coordinates >= 1e5
+
+
+def test_process_wide_secure_mode_leaves_the_float_sampler_alone():
+    """secure_mode concerns the safe sampler: a float-sampler layer with a seeded generator is not
+    refused under the process-wide default (it was, at construction)."""
+    from pyg_private.mechanisms import secure_mode
+    from pyg_private.nn import GAPAggregation
+
+    with secure_mode():
+        ContractiveGraphLayer(1, 0.9, min_degree=1, noise_multiplier=1.0, sampler="float", generator=gen(0))
+        GAPAggregation(1, noise_multiplier=1.0, sampler="float", generator=gen(0))
+        with pytest.raises(ValueError, match="generator"):
+            ContractiveGraphLayer(1, 0.9, min_degree=1, noise_multiplier=1.0, generator=gen(0))
