@@ -273,25 +273,26 @@ def _vose(ctx, probs):
 
 
 def first_pass(w1: Tensor, w2: Tensor, w3: Tensor, split_int: Tensor, alias: Tensor, cheap: Tensor,
-               consts: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """One pass over uniform 63-bit words: the alias cell, the signed candidate value, the offset
-    and acceptance bits, and a flag for the samples the eager code must finish.
+               consts: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+    """One pass over uniform 63-bit words: the alias cell, the signed candidate value, and a flag for
+    the samples the eager code must finish (an alias tie, the tail cell, a word the cheap threshold
+    does not accept).
 
-    ``consts`` (``int64``): slot shift, split shift, split mask, offset shift, offset mask,
-    acceptance mask, cell width exponent ``j``, tail cell. ``w3`` is ``w2`` when the offset shares
-    the acceptance word."""
+    ``consts``: slot shift, split shift, split mask, offset shift, offset mask, acceptance mask, cell
+    width exponent ``j``, tail cell. ``w3`` is ``w2`` when the offset shares the acceptance word.
+    Written with integer arithmetic and table gathers only (``torch.where`` on a boolean mask costs
+    about three integer operations): ``d >> 63`` is all ones exactly where ``d < 0``."""
     slot = w1 >> consts[0]
-    low = (w1 >> consts[1]) & consts[2]
-    split = split_int[slot]
-    cell = torch.where(low < split, slot, alias[slot])
+    d = (w1 >> consts[1]).bitwise_and_(consts[2]).sub_(split_int.index_select(0, slot))  # low - split
+    other = alias.index_select(0, slot)
+    cell = slot.sub_(other).bitwise_and_(d >> 63).add_(other)  # the slot when low < split, else its alias
     negative = w2 >> 62
-    offset = (w3 >> consts[3]) & consts[4]
-    bits = w2 & consts[5]
-    k = (cell << consts[6]) + offset
-    accept = bits < cheap[cell]
-    value = (k ^ -negative) + negative
-    flag = (low == split) | (~accept) | (cell == consts[7])
-    return value, cell, offset, bits, flag
+    k = (w3 >> consts[3]).bitwise_and_(consts[4]).add_(cell, alpha=1 << consts[6])
+    value = k.bitwise_xor_(negative.neg_()).sub_(negative)  # negative is -1 or 0 here: k or -k
+    flag = (w2 & consts[5]) >= cheap.index_select(0, cell)
+    flag |= d == 0
+    flag |= cell == consts[7]
+    return value, cell, flag
 
 
 def exact_bernoulli(p, known: int, known_bits: int, source: RandomSource, ctx=None) -> bool:
@@ -356,18 +357,20 @@ class RoundedNoiseSampler:
         t = self._t
         n = out.numel()
         split_int, alias, cheap = t.on(out.device)
-        consts = t.consts.to(out.device)
+        consts = t.consts.tolist()
         flagged_parts = []
         for start in range(0, n, _CHUNK):
             m = min(_CHUNK, n - start)
             w1, w2 = source.words(m), source.words(m)
             w3 = w2 if t.shared else source.words(m)
-            value, cell, offset, bits, flag = first_pass(w1, w2, w3, split_int, alias, cheap, consts)
+            value, cell, flag = first_pass(w1, w2, w3, split_int, alias, cheap, consts)
             out[start:start + m] = value
             idx = flag.nonzero().squeeze(1)
             if idx.numel():  # about 1%: ties, the full acceptance test, tails (finished below, together)
-                flagged_parts.append((idx + start, w1[idx], cell[idx], offset[idx], bits[idx],
-                                      w2[idx] >> (WORD_BITS - 1)))
+                w2i = w2.index_select(0, idx)
+                w3i = w2i if t.shared else w3.index_select(0, idx)
+                flagged_parts.append((idx + start, w1.index_select(0, idx), cell.index_select(0, idx),
+                                      (w3i >> consts[3]) & consts[4], w2i & consts[5], w2i >> (WORD_BITS - 1)))
         cells, retry = [], []
         if flagged_parts:
             index, w1, cell, offset, bits, negative = (torch.cat(p) for p in zip(*flagged_parts))

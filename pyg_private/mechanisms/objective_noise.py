@@ -14,11 +14,13 @@ B is drawn **once**, before the optimisation, and enters the loss as :math:`\fra
 B (or the seed of a generator that drew it) next to the released model: knowing B undoes the
 perturbation. A seeded generator makes experiments reproducible and voids the guarantee.
 
-**Not floating-point safe.** Unlike the output perturbations of this package, B is still sampled in
-floating point (``exponential_`` sums and ``randn``). The guarantee of objective perturbation rests
-on a change of variables over B's continuous density (the minimiser determines B), which rounding B
-to a grid would break, so the grid construction of :mod:`pyg_private.mechanisms.grid` does not
-apply as it stands; a floating-point-safe version needs its own analysis.
+**Not floating-point safe.** This is the floating-point sampler of
+``PerturbedAPPRConv(sampler="float")`` (``exponential_`` sums and ``randn``), kept for benchmarks
+and audits. The guarantee of objective perturbation rests on a change of variables over B's
+continuous density, which rounding B to a grid would break; the safe default instead draws B from
+exact integer samplers coupled with the continuous law
+(:mod:`pyg_private.mechanisms.coupled_objective_noise`) and releases the head through a certified
+approximate-minimiser argument (:mod:`pyg_private.accounting.approximate_minimizer`).
 """
 from __future__ import annotations
 

@@ -158,7 +158,8 @@ class RandomSource:
             return out if self.device.type == "cpu" else out.to(self.device)
         if self._numpy is not None:
             raw = self._numpy.bit_generator.random_raw(n)  # uint64
-            return torch.from_numpy((raw >> np.uint64(1)).view(np.int64))
+            np.right_shift(raw, np.uint64(1), out=raw)
+            return torch.from_numpy(raw.view(np.int64))
         generator = self.generator if self.generator is not None else getattr(self, "_device_generator", None)
         return torch.empty(n, dtype=torch.int64, device=self.device).random_(generator=generator)
 

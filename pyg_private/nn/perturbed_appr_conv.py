@@ -9,19 +9,32 @@ from typing import Any, Literal, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from ..accounting import PrivacyAccountant, charge, objective_perturbation_event
+from ..accounting import PrivacyAccountant, approximate_dp_event, charge, objective_perturbation_event
+from ..accounting.approximate_minimizer import chained_guarantee, chained_profile, split_budget
 from ..accounting.objective_perturbation import (
     ObjectivePerturbationCalibration,
     appr_sensitivity,
     calibrate_objective_perturbation,
     loss_constants,
+    objective_perturbation_profile,
 )
 from ..accounting.validation import check_delta, check_epsilon, check_non_negative
+from ..mechanisms.coupled_objective_noise import sample_coupled_objective_noise
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.objective_noise import sample_objective_noise
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..mechanisms.sampler_options import Sampler, check_grid_tolerance, check_sampler_options
 from ..utils.appr import appr_propagate
-from ..utils.newton_solver import solve_separable_ridge
+from ..utils.newton_solver import gradient_norm_bound, solve_separable_ridge
 from ..utils.separable_loss import SeparableLoss
 from ._call_checks import reject_edge_weight
+from ._safe_objective_release import (
+    SafeFitPlan,
+    certified_distance_ok,
+    plan_safe_fit,
+    propagation_error_bound,
+    release_on_grid,
+)
 from ._sparse_propagation import SparsePropagation
 
 __all__ = ["PerturbedAPPRConv", "GCONFit"]
@@ -71,8 +84,27 @@ class PerturbedAPPRConv(SparsePropagation):
     and :math:`\mathbf{B}` drawn once per :meth:`fit` (per column: Gamma(:math:`d`, :math:`\beta`)
     radius, uniform direction). :meth:`fit` is one :math:`(\epsilon, \delta)` release on unit
     ``"edge"``, registered before ``B`` is drawn; the strongly convex problem is solved by
-    damped Newton in float64 to gradient norm ``tol`` (reported: the proof assumes the exact
-    minimiser). ``B`` and its seed are not stored.
+    damped Newton in float64 to gradient norm ``tol``. ``B`` and its seed are not stored.
+
+    **Floating-point safety** (``sampler="safe"``, the default). Theorem 1 is about the exact
+    minimiser for a continuously distributed ``B``; neither exists in floating point. The safe fit
+    releases an *approximate* minimiser through Gaussian noise that covers its distance to the
+    exact one (the approximate-minima perturbation of Iyengar et al., IEEE S&P 2019, Theorem 1):
+    ``B`` is drawn from exact integer samplers coupled with the continuous law (its distance to it
+    bounded), the propagation's float64 error is bounded, the solver's gradient is certified by a
+    rounding-error analysis, and strong convexity turns the three into a public radius
+    :math:`r \ge \|\hat\Theta - \Theta^*\|_F`. The head is then released as
+    :math:`g(\mathrm{round}(\hat\Theta/g) + K)` with exact rounded Gaussian :math:`K`
+    (``granularity`` :math:`g`, a power of two). The target :math:`(\epsilon, \delta)` is split:
+    :math:`\epsilon/128` twice and :math:`\delta e^{-\epsilon}/128` twice go to the closeness of the
+    released head to the exact mechanism, the rest to Theorem 1's calibration, so the event
+    charged is at most the target (see :mod:`pyg_private.accounting.approximate_minimizer`). The
+    added noise is tiny (its std is about :math:`10^3 r`, with :math:`r` of the order of
+    ``tol``/:math:`\Lambda`); its cost is the slightly smaller :math:`\epsilon` Theorem 1 gets.
+    When the solver cannot certify its gradient within the public target after refinement, :meth:`fit`
+    raises ``RuntimeError`` after the charge and releases nothing. ``sampler="float"`` keeps the
+    floating-point sampler and releases :math:`\hat\Theta` as it is (open to floating-point attacks;
+    benchmarks and audits only).
 
     **Inference** (:meth:`forward`): ``mode="public"`` propagates fully (a public graph);
     ``mode="private"`` uses one hop :math:`(1-\alpha_I)\tilde{\mathbf{A}} + \alpha_I\mathbf{I}` per
@@ -96,6 +128,13 @@ class PerturbedAPPRConv(SparsePropagation):
         accountant (PrivacyAccountant, optional): charged at every fit.
         symmetrize (bool): symmetrise a directed ``edge_index`` (adding reverse edges, dropping
             self-loops and duplicates) instead of raising. (default: :obj:`False`)
+        sampler (str): ``"safe"`` or ``"float"`` (see above). (default: ``"safe"``)
+        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+            process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`).
+        granularity (float, optional): the head's output grid (a power of two); chosen from public
+            quantities when ``None``. After a safe fit, ``layer.granularity`` holds the grid used.
+        grid_tolerance (float): the grid's relative inflation of the closeness radius.
+            (default: ``2**-16``)
 
     ``alpha``, ``epsilon`` and ``delta`` are required keywords: ``PerturbedAPPRConv(1433, 7)`` raises a
     ``TypeError`` that says what the layer is and what to write.
@@ -106,7 +145,9 @@ class PerturbedAPPRConv(SparsePropagation):
                  loss: Literal["soft_margin", "pseudo_huber"] = "soft_margin", huber_delta: Optional[float] = None,
                  omega: float = 0.9, alpha_inference: Optional[float] = None, tol: float = 1e-10,
                  cached: bool = True, accountant: Optional[PrivacyAccountant] = None,
-                 name: str = "perturbed_appr_conv", symmetrize: bool = False) -> None:
+                 name: str = "perturbed_appr_conv", symmetrize: bool = False, sampler: Sampler = "safe",
+                 secure_mode: Optional[bool] = None, granularity: Optional[float] = None,
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         missing = [k for k, v in (("alpha", alpha), ("epsilon", epsilon), ("delta", delta)) if v is None]
         if missing:
             raise TypeError(
@@ -137,6 +178,11 @@ class PerturbedAPPRConv(SparsePropagation):
             raise ValueError(f"`alpha_inference` must lie in (0, 1]; got {alpha_inference!r}")
         self.tol, self.cached, self.accountant, self.name = tol, cached, accountant, name
         self.symmetrize = bool(symmetrize)
+        self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, None, granularity=granularity)
+        self.grid_tolerance = check_grid_tolerance(grid_tolerance)
+        self._granularity_arg = granularity
+        #: The grid of the released head after a safe fit (``None`` before, or with the float sampler).
+        self.granularity: Optional[float] = None
         self.register_buffer("weight", None)  # Theta_priv [d, c], float64: the released model (in state_dict)
         self.last_fit: Optional[GCONFit] = None
 
@@ -151,9 +197,10 @@ class PerturbedAPPRConv(SparsePropagation):
         self.weight, self.last_fit = None, None
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # type: ignore[override]
-        # an unfitted layer has no weight buffer yet: make room for the released head
+        # an unfitted layer has no weight buffer yet: make room for a head of this layer's shape, so
+        # that torch reports a head of another shape as a size mismatch instead of adopting it
         if self.weight is None and prefix + "weight" in state_dict:
-            self.weight = torch.empty_like(state_dict[prefix + "weight"], dtype=torch.float64)
+            self.weight = torch.empty(self.out_features, self.out_channels, dtype=torch.float64)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def propagation(self, x: Tensor, edge_index: Any) -> Tensor:
@@ -173,10 +220,15 @@ class PerturbedAPPRConv(SparsePropagation):
         return z
 
     def calibration(self, num_rows: int) -> ObjectivePerturbationCalibration:
-        """Theorem 1's quantities for a fit on ``num_rows`` loss rows."""
+        """Theorem 1's quantities for a fit on ``num_rows`` loss rows (with the safe sampler, at the
+        share of the budget the exact mechanism gets)."""
         c1, c2, c3 = self.constants
+        eps, delta = self.epsilon, self.delta
+        if self.sampler == "safe":
+            budget = split_budget(eps, delta)
+            eps, delta = budget.epsilon_exact, budget.delta_exact
         return calibrate_objective_perturbation(
-            epsilon=self.epsilon, delta=self.delta, dim=self.out_features, num_classes=self.out_channels,
+            epsilon=eps, delta=delta, dim=self.out_features, num_classes=self.out_channels,
             num_rows=num_rows, sensitivity=self.sensitivity, loss_constants=(c1, c2, c3),
             regularization=self.regularization, omega=self.omega)
 
@@ -197,28 +249,104 @@ class PerturbedAPPRConv(SparsePropagation):
             raise ValueError(f"`y` must hold a class index in [0, {self.out_channels}) for every node")
         rows = int(mask.sum())
         cal = self.calibration(rows)
-        params = {k: v for k, v in vars(cal).items() if isinstance(v, (int, float, str))}
-        # one (epsilon, delta) event with its whole privacy profile, before B is drawn
-        charge(self.accountant, objective_perturbation_event(cal, unit="edge", name=self.name,
-                                                             mechanism="objective_perturbation", params=params), self)
-        noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=generator)
         targets = torch.nn.functional.one_hot(y[mask], self.out_channels).to(torch.float64)
-        sol = solve_separable_ridge(z[mask], targets, self.loss, regularization=cal.Lambda + cal.Lambda_prime,
-                                    linear_term=noise, tol=self.tol)
-        del noise  # never stored with the model
-        self.weight = sol.theta
+        params = {k: v for k, v in vars(cal).items() if isinstance(v, (int, float, str))}
+        if self.sampler == "float" or math.isinf(cal.beta):  # beta = inf: Psi = 0, no edge is used, no noise
+            # one (epsilon, delta) event with its whole privacy profile, before B is drawn
+            charge(self.accountant, objective_perturbation_event(cal, unit="edge", name=self.name,
+                                                                 mechanism="objective_perturbation", params=params),
+                   self)
+            noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=generator)
+            sol = solve_separable_ridge(z[mask], targets, self.loss, regularization=cal.Lambda + cal.Lambda_prime,
+                                        linear_term=noise, tol=self.tol)
+            del noise  # never stored with the model
+            theta, converged = sol.theta, sol.converged
+        else:
+            theta, sol, converged = self._fit_safe(x, edge_index, z, mask, targets, cal, params, generator)
+        self.weight = theta
         self.last_fit = GCONFit(calibration=cal, grad_norm=sol.grad_norm, iterations=sol.iterations,
-                                converged=sol.converged, num_rows=rows)
-        if not sol.converged:  # the released head is not the minimiser the guarantee is about
+                                converged=converged, num_rows=rows)
+        if not converged:  # the released head is not the minimiser the guarantee is about
             warnings.warn(f"{self.name}: the Newton solve stopped after {sol.iterations} iterations with gradient "
                           f"norm {sol.grad_norm:.3g} > tol={self.tol:g}; Theorem 1 covers the exact minimiser, so "
                           "raise `regularization` or `tol`. (A diagnostic of the private objective: keep it private.)",
                           RuntimeWarning, stacklevel=2)
         return self.last_fit
 
+    def _safe_plan(self, x: Tensor, edge_index: Any, z: Tensor, cal: ObjectivePerturbationCalibration,
+                   rows: int) -> SafeFitPlan:
+        """Every public quantity of a safe fit; raises before any charge."""
+        residual = None
+        if any(math.isinf(m) for m in self.steps):  # the returned fixed point's residual must meet the public cap
+            residual = max(self.tol, 64 * 2.0 ** -53 * (z.size(0) + 5) / self.alpha)
+            if self._inf_residual(x, edge_index, z) > residual:
+                raise RuntimeError(f"{self.name}: the steps=inf propagation did not converge to the residual "
+                                   f"{residual:.3g} the safe fit's error bound needs; use a finite `steps` or "
+                                   "sampler='float'")
+        eta = propagation_error_bound(z.size(0), self.alpha, self.steps, self.in_channels, residual)
+        return plan_safe_fit(budget=split_budget(self.epsilon, self.delta), beta=cal.beta,
+                             regularization=cal.Lambda + cal.Lambda_prime, dim=self.out_features,
+                             num_classes=self.out_channels, num_rows=rows, constants=self.constants,
+                             propagation_error=eta, tol=self.tol, grid_tolerance=self.grid_tolerance,
+                             granularity=self._granularity_arg)
+
+    def _inf_residual(self, x: Tensor, edge_index: Any, z: Tensor) -> float:
+        """Largest residual :math:`|H - (1-\\alpha)\\tilde AH - \\alpha X|` of the ``steps=inf`` blocks of ``z``."""
+        x_ball = _check_ball(x, self.in_channels)
+        s, d1 = len(self.steps), self.in_channels
+        worst = 0.0
+        for i, m in enumerate(self.steps):
+            if math.isinf(m):
+                h = z[:, i * d1:(i + 1) * d1] * s
+                step = appr_propagate(h, edge_index, alpha=self.alpha, steps=1, symmetrize=self.symmetrize)
+                worst = max(worst, float(((1.0 + self.alpha) * h - step - self.alpha * x_ball).abs().max()))
+        return worst
+
+    def _fit_safe(self, x: Tensor, edge_index: Any, z_all: Tensor, mask: Tensor, targets: Tensor,
+                  cal: ObjectivePerturbationCalibration, params: dict, generator: Optional[torch.Generator]):
+        """The safe fit (class docstring): plan, charge, coupled noise, certified solve, grid release."""
+        check_sampler_options(self.sampler, self.secure_mode, generator, granularity=self._granularity_arg)
+        z = z_all[mask]
+        plan = self._safe_plan(x, edge_index, z_all, cal, z.size(0))
+        eps, delta = chained_guarantee(plan.budget.epsilon_exact, plan.budget.delta_exact, plan.budget.epsilon_close,
+                                       plan.budget.delta_close)
+        profile = chained_profile(objective_perturbation_profile(cal), mu_gaussian=plan.mu_gaussian,
+                                  epsilon_close=plan.budget.epsilon_close, delta_coupling=plan.budget.delta_coupling)
+        params = {**params, "sampler": "safe", "granularity": plan.granularity, "release_std": plan.release_std,
+                  "radius": plan.radius}
+        charge(self.accountant, approximate_dp_event(unit="edge", epsilon=eps, delta=delta, name=self.name,
+                                                     mechanism="objective_perturbation_safe", params=params,
+                                                     profile=profile), self)
+        source = RandomSource("cpu", generator=generator, secure=resolve_secure_mode(self.secure_mode, generator))
+        noise = sample_coupled_objective_noise(plan.noise, source)
+        lam = cal.Lambda + cal.Lambda_prime
+        c2 = self.constants[1]
+        sol, theta, ok = None, None, False
+        # the solver stops at a quarter of the certificate's share (its norm is per class; the share
+        # includes the float64 floor, so the stop is reachable), then refines from the last iterate
+        tol = max(self.tol, plan.solver_target / (4.0 * math.sqrt(self.out_channels)))
+        for refine in range(4):
+            sol = solve_separable_ridge(z, targets, self.loss, regularization=lam, linear_term=noise,
+                                        tol=tol * 4.0 ** -refine, theta0=theta)
+            theta = sol.theta
+            bound = gradient_norm_bound(z, targets, theta, self.loss, regularization=lam, linear_term=noise,
+                                        second_bound=c2)
+            if certified_distance_ok(plan, bound, theta, c2):
+                ok = True
+                break
+        del noise  # never stored with the model
+        if not ok:
+            raise RuntimeError(f"{self.name}: the solver could not certify its head within the public radius "
+                               f"{plan.radius:.3g} (charged, nothing released); raise `regularization` or `tol`")
+        self.granularity = plan.granularity
+        return release_on_grid(theta, plan, source), sol, True
+
     def forward(self, x: Tensor, edge_index: Any, mode: Literal["private", "public"] = "private") -> Tensor:
-        """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head."""
+        """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head, computed in float64 and
+        returned in ``x``'s floating dtype (float64 for other inputs); the head may have been cast
+        (``layer.float()``), which rounds the released values (post-processing)."""
         reject_edge_weight("PerturbedAPPRConv", "mode", mode, "'private' or 'public'")
+        in_dtype = x.dtype
         if self.weight is None:
             raise RuntimeError("call fit(...) first")
         if mode == "public":
@@ -229,7 +357,8 @@ class PerturbedAPPRConv(SparsePropagation):
             z = torch.cat([x.to(one_hop.dtype) if m == 0 else one_hop for m in self.steps], dim=-1)
         else:
             raise ValueError(f"`mode` must be 'private' or 'public'; got {mode!r}")
-        return z.to(torch.float64) @ self.weight
+        scores = z.to(torch.float64) @ self.weight.to(device=z.device, dtype=torch.float64)
+        return scores.to(in_dtype) if in_dtype in (torch.float16, torch.bfloat16, torch.float32) else scores
 
     def __repr__(self) -> str:
         steps = ",".join("inf" if math.isinf(m) else str(m) for m in self.steps)

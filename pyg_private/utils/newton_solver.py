@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .separable_loss import SeparableLoss
 
-__all__ = ["SeparableSolution", "solve_separable_ridge"]
+__all__ = ["SeparableSolution", "solve_separable_ridge", "gradient_norm_bound"]
 
 
 @dataclass
@@ -75,3 +75,39 @@ def solve_separable_ridge(z: Tensor, y: Tensor, loss: SeparableLoss, *, regulari
             t = torch.where(ok, t, 0.5 * t)
         theta = theta + t * step
     return SeparableSolution(theta=theta, grad_norm=grad_norm, iterations=it, converged=grad_norm <= tol)
+
+
+_UNIT = 2.0 ** -53
+
+
+def gradient_norm_bound(z: Tensor, y: Tensor, theta: Tensor, loss: SeparableLoss, *, regularization: float,
+                        linear_term: Tensor, second_bound: float) -> float:
+    r"""An upper bound on the **exact** Frobenius norm of :math:`\nabla f(\Theta)` (the objective of
+    :func:`solve_separable_ridge`), the float64 inputs taken as exact, from its float64 evaluation.
+
+    Standard rounding-error analysis (Higham, "Accuracy and Stability of Numerical Algorithms",
+    Sec. 3.1; :math:`\gamma_k = ku/(1 - ku)`, :math:`u = 2^{-53}`): the margins
+    :math:`Z\Theta` are off by at most :math:`E_1 = \gamma_d |Z||\Theta|`; the loss derivative by at
+    most ``second_bound`` :math:`\cdot E_1 + 64u(|\ell'| + 1/c)` (its Lipschitz constant
+    :math:`c_2` times the margin error, plus the evaluation of the sigmoid or the square root); the
+    product :math:`Z^\top\ell'` by :math:`\gamma_n |Z|^\top|\ell'|` more; the three terms of the sum
+    by :math:`3u` of their magnitudes. The bound on the error matrix is doubled (its own
+    evaluation rounds) and added to the computed norm, itself raised by :math:`(dc + 2)u`."""
+    z, y, theta, lin = (t.to(torch.float64) for t in (z, y, theta, linear_term))
+    n, d = z.shape
+    c = theta.size(1)
+
+    def gamma(k: int) -> float:
+        return k * _UNIT / (1.0 - k * _UNIT)
+
+    margins = z @ theta
+    first = loss.first(margins, y)
+    data_term = z.T @ first / n
+    grad = data_term + regularization * theta + lin / n
+    az = z.abs()
+    margin_error = gamma(d + 1) * (az @ theta.abs())
+    first_error = second_bound * margin_error + 64 * _UNIT * (first.abs() + 1.0 / loss.c)
+    product_error = (gamma(n + 1) * (az.T @ first.abs()) + az.T @ first_error) / n
+    sum_error = 3 * _UNIT * (data_term.abs() + regularization * theta.abs() + lin.abs() / n)
+    error = 2.0 * (product_error + sum_error)
+    return float(grad.norm()) * (1.0 + (d * c + 2) * _UNIT) + float(error.norm()) * (1.0 + 2.0 ** -20)

@@ -93,8 +93,8 @@ def test_perturbed_appr_conv(graph, cut, caught, monkeypatch):
     slack beyond its noise (the regularisation it adds), so the broken version removes
     the noise altogether; a 10x cut measured 0.69, not caught."""
     ei, canaries, x, y = graph
-    sample = perturbed_appr_conv.sample_objective_noise
-    monkeypatch.setattr(perturbed_appr_conv, "sample_objective_noise", lambda *a, **k: sample(*a, **k) / cut)
+    sample = perturbed_appr_conv.sample_coupled_objective_noise  # the safe default's noise
+    monkeypatch.setattr(perturbed_appr_conv, "sample_coupled_objective_noise", lambda *a, **k: sample(*a, **k) / cut)
     gen = torch.Generator().manual_seed(5)
 
     def layer():

@@ -35,7 +35,7 @@ def _dense_appr(x, ei, alpha, m):
 def test_one_event_per_fit_with_the_calibration_and_no_noise_kept():
     x, ei, y = _graph()
     acct = PrivacyAccountant(budget={"edge": (2.5, 2.5e-3)})
-    layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3, accountant=acct)
+    layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=1.0, delta=1e-3, accountant=acct, sampler="float")
     fit = layer.fit(x, ei, y, generator=torch.Generator().manual_seed(1))
     (event,) = acct.events
     assert event.unit.value == "edge" and event.approx == (1.0, 1e-3)
@@ -67,7 +67,7 @@ def test_the_fit_solves_the_perturbed_objective():
     x, ei, y = _graph()
     gen = torch.Generator().manual_seed(3)
     layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=2.0, delta=1e-3, accountant=PrivacyAccountant(),
-                              loss="pseudo_huber", huber_delta=0.2)
+                              loss="pseudo_huber", huber_delta=0.2, sampler="float")
     fit = layer.fit(x, ei, y, generator=gen)
     cal = fit.calibration
     # recompute B from the optimality condition (Eq. 40) and compare with the same draw

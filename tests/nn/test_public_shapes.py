@@ -236,7 +236,8 @@ def test_perturbed_appr_conv_shapes_follow_the_features():
         layer = PerturbedAPPRConv(3, 2, alpha=0.3, steps=2, epsilon=1.0, delta=1e-3, accountant=acct)
         layer.fit(x, ei, y, generator=_seeded())
         shapes.append((tuple(layer(x, ei).shape), layer(x, ei).dtype, tuple(layer(x, ei, mode="public").shape)))
-    assert shapes[0] == shapes[1] == shapes[2] == ((N, 2), torch.float64, (N, 2))
+    # (float32 features: the scores follow the input dtype)
+    assert shapes[0] == shapes[1] == shapes[2] == ((N, 2), torch.float32, (N, 2))
     acct = PrivacyAccountant()
     layer = PerturbedAPPRConv(3, 2, alpha=0.3, steps=2, epsilon=1.0, delta=1e-3, accountant=acct)
     with pytest.raises(ValueError):
