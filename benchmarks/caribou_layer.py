@@ -120,9 +120,11 @@ def main() -> None:
 
     appnp = APPNP(K=k, alpha=0.1, cached=False)
     appnp_cached = APPNP(K=k, alpha=0.1, cached=True)
-    layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0)
-    float_layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, sampler="float")
-    secure_layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, secure_mode=True)
+    layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, cached=False)
+    float_layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, sampler="float",
+                                        cached=False)
+    secure_layer = ContractiveGraphLayer(k, 0.9, 0.9, 0.1, min_degree=0, noise_multiplier=1.0, secure_mode=True,
+                                         cached=False)
     appnp_cached(x, adj)  # fills its cache
     cases = {
         f"APPNP(K={k}), uncached, {form.split(' (')[0]}": lambda: appnp(x, adj),

@@ -104,11 +104,11 @@ def main() -> None:
     line("noise-free batched lazy PPR", *timed(
         lambda: lazy_ppr(ei, n, seed_index=seeds, alpha=0.2, num_iterations=k), args.repeats))
     noisy = NoisyPPRDiffusion(alpha=0.2, num_iterations=k, eta=1e-7, epsilon=0.1, delta=1.0 / num_edges,
-                              personalized=True)
+                              personalized=True, cached=False)  # every call a fresh release
     line("NoisyPPRDiffusion (personalized, eps 0.1)", *timed(
         lambda: noisy(edge_index=ei, seed_index=seeds, num_nodes=n), args.repeats))
     push = DPPushFlowCap(alpha=0.2, num_iterations=k, eta=1e-6, epsilon=0.1, delta=1.0 / num_edges,
-                         personalized=True)
+                         personalized=True, cached=False)
     line("DPPushFlowCap (personalized, eps 0.1)", *timed(
         lambda: push(edge_index=ei, seed_index=seeds, num_nodes=n), args.repeats))
 
@@ -120,7 +120,7 @@ def main() -> None:
           f"({released.size(1) // 2 / num_edges:.1f}x the true graph)", flush=True)
     del released
     if not args.skip_flip_ppr:
-        flip = EdgeFlippingPPR(alpha=0.2, num_iterations=k, epsilon=1.0, personalized=True)
+        flip = EdgeFlippingPPR(alpha=0.2, num_iterations=k, epsilon=1.0, personalized=True, cached=False)
         line("edge flipping eps 1: flip + 100-seed PPR", *timed(
             lambda: flip(edge_index=ei, seed_index=seeds, num_nodes=n), 1))
 

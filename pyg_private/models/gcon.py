@@ -58,6 +58,7 @@ class GCONConfig:
     weight_decay: float = 1e-5
     dropout: float = 0.0  # the encoder's
     embedding: Literal["hidden", "logits"] = "hidden"  # the encoder's hidden layer (d_1 wide) or its c logits
+    sampler: Literal["safe", "float"] = "safe"  # PerturbedAPPRConv's: "float" only for benchmarks and audits
 
 
 @dataclass
@@ -110,7 +111,8 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
     c = int(data.y.max()) + 1
     layer = PerturbedAPPRConv(x0.size(1), c, alpha=config.alpha, steps=config.steps, epsilon=epsilon, delta=delta,
                               regularization=config.regularization, loss=config.loss, huber_delta=config.huber_delta,
-                              omega=config.omega, alpha_inference=config.alpha_inference, accountant=acct)
+                              omega=config.omega, alpha_inference=config.alpha_inference, accountant=acct,
+                              sampler=config.sampler)
     if config.pseudo_labels:
         labels = torch.where(data.train_mask, data.y, predicted)
         fit = layer.fit(x0, data.edge_index, labels, generator=gen)

@@ -13,6 +13,7 @@ from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.graph_validation import public_num_nodes
 from ..utils.lazy_ppr import seed_matrix
+from ._release_cache import CachedRelease, PersistentRelease
 
 __all__ = ["resolve_noise", "SeededRelease", "inflated_scale"]
 
@@ -60,18 +61,20 @@ def resolve_noise(noise_scale: Optional[float], epsilon: Optional[float], delta:
     return calibrate(eps, d), eps, d
 
 
-class SeededRelease:
+class SeededRelease(PersistentRelease):
     """Mixin: read the graph, reuse a cached release, charge one event per new release.
 
-    The host sets ``accountant``, ``cached``, ``symmetrize``, ``personalized`` and
-    ``_cache = None``, and implements ``event(num_columns)``.
+    The host sets ``accountant``, ``cached``, ``symmetrize``, ``personalized``, ``generator`` and
+    ``_cache = None``, and implements ``event(num_columns)`` and ``_release_settings()``. The
+    cache keys on the public seeds or signals (fingerprinted into a saved state) and on the private
+    graph (in memory only); see :class:`~pyg_private.nn._release_cache.PersistentRelease`.
     """
 
     accountant: Optional[PrivacyAccountant]
     cached: bool
     symmetrize: bool
     personalized: bool
-    _cache: Optional[tuple[Tensor, Tensor, Tensor]]
+    _cache: Optional[CachedRelease]
 
     def reset_parameters(self) -> None:
         """Clear the cached release (the modules have no learnable parameters)."""
@@ -108,23 +111,24 @@ class SeededRelease:
         s0, seeds = seed_matrix(seed_index, n, device=ei.device)
         return ei, n, s0, seeds
 
-    def _from_cache(self, edge_index: Tensor, signals: Tensor) -> Optional[Tensor]:
-        if not self.cached or self._cache is None:
-            return None
-        c_ei, c_s0, c_out = self._cache
-        if (c_ei.shape == edge_index.shape and torch.equal(c_ei, edge_index) and c_s0.shape == signals.shape
-                and torch.equal(c_s0, signals)):
-            return c_out.clone()  # the caller may modify what it gets
-        return None
+    @staticmethod
+    def _release_key(edge_index: Tensor, signals: Tensor) -> tuple[tuple, tuple, tuple]:
+        """``(public, private, meta)`` of the cache: the public seeds or signals, the private graph."""
+        return (signals,), (edge_index,), (signals.size(0), signals.size(1), str(signals.dtype))
 
-    def _charge(self, seeds: Optional[Tensor], num_columns: int, **event_kwargs: Any) -> None:
+    def _from_cache(self, edge_index: Tensor, signals: Tensor) -> Optional[Tensor]:
+        """The cached release for this graph and these signals (a copy the caller may modify), or ``None``."""
+        return self._cached_release(*self._release_key(edge_index, signals), device=signals.device, dtype=None)
+
+    def _charge(self, seeds: Optional[Tensor], num_columns: int, **event_kwargs: Any) -> PrivacyEvent:
         """Charge the release before any noise is drawn: ``num_columns`` to one party, or
         per recipient (the most columns any one seed receives) in personalized mode
-        (``event_kwargs``, e.g. the release's grid, go to ``event``)."""
+        (``event_kwargs``, e.g. the release's grid, go to ``event``); returns the event."""
         if seeds is not None and self.personalized:
             num_columns = int(torch.bincount(seeds).max())
-        charge(self.accountant, self.event(num_columns, **event_kwargs), self)
+        return charge(self.accountant, self.event(num_columns, **event_kwargs), self)
 
-    def _remember(self, edge_index: Tensor, signals: Tensor, out: Tensor) -> None:
-        if self.cached:
-            self._cache = (edge_index, signals, out.clone())
+    def _remember(self, edge_index: Tensor, signals: Tensor, out: Tensor, event: Optional[PrivacyEvent]) -> None:
+        """Keep the release ``out`` (charged as ``event``, ``None`` without noise) when ``cached``."""
+        self._keep_release(out, *self._release_key(edge_index, signals), event=event,
+                           granularity=getattr(self, "granularity", None))

@@ -30,6 +30,7 @@ from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_opt
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, plan_grid
 from ._ppr_release import resolve_noise
+from ._release_cache import PersistentRelease, _same
 from ._sparse_propagation import SparsePropagation
 
 __all__ = ["ContractiveGraphLayer"]
@@ -38,7 +39,7 @@ Level = Literal["edge", "node"]
 Accounting = Literal["convergent", "linear"]
 
 
-class ContractiveGraphLayer(SparsePropagation):
+class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     r"""Perturbed contractive message passing (PCMP) of CARIBOU, from
     `"Convergent Privacy Framework with Contractive GNN Layers for Multi-hop
     Aggregations" <https://arxiv.org/abs/2506.22727>`_ (Zheng et al. 2025), Eq. 4 and
@@ -145,6 +146,37 @@ class ContractiveGraphLayer(SparsePropagation):
     count always comes from ``x``: an ``edge_index`` id ``>= x.size(0)`` or a sparse
     adjacency of another size raises.
 
+    **Caching and saving.** With ``cached=True`` (the default) the first forward is released and
+    charged, and later forwards with the same graph and inputs return that release at no further cost; a
+    different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
+    ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
+    cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy output, its privacy
+    event and whether an accountant recorded it, the layer's privacy settings, and a SHA-256 fingerprint
+    of the public inputs (at edge level the features ``x``, ``x0`` and ``batch``, public under
+    edge-level neighbours; at node level only their sizes and dtype)), so ``load_state_dict`` into a
+    layer built with the same settings returns it without a new charge and without touching the
+    accountant (restore the accountant from its own ``state_dict``); a state made under other settings
+    raises ``ValueError``. A release restored from a state that no accountant recorded is registered
+    with this layer's accountant when it is first reused. The state never holds the graph or any
+    function of it but the release: a digest of the graph would let anyone holding the file test a
+    guessed edge with certainty. So a loaded release is bound to the first graph it is used with
+    (matching public inputs); call :meth:`reset_parameters` before using a loaded model on another
+    graph.
+
+    **Module protocols.** ``copy.deepcopy`` shares the accountant and the generator (one ledger for the
+    data, no duplicated noise stream) and keeps the cache. ``pickle`` and ``torch.save(module)`` keep
+    the cached release as the state dict does (without the graph) and a copy of the accountant, but not
+    the generator, whose state would let anyone holding the file recompute the noise (pass one again
+    after loading). ``torch.compile`` works: ``forward`` is excluded from tracing
+    (``torch.compiler.disable``), so the release runs eagerly and is charged once per new release while
+    the rest of the model compiles around it. ``torch.jit.script`` raises a ``RuntimeError`` on purpose:
+    a TorchScript module runs without Python, but every release must first register its event with the
+    Python accountant (which enforces the budget before any noise is drawn) and draws its noise from
+    exact integer samplers written in Python (rational arithmetic, the operating system's CSPRNG), and
+    the graph argument is a union of ``edge_index``, ``SparseTensor`` and ``torch.sparse``. Script the
+    rest of the model on the cached release instead (``out = layer(x, edge_index)`` once, then a
+    scripted head on ``out``).
+
     Args:
         K (int): number of hops. (default: :obj:`1`)
         contraction (float): :math:`C_L \in [0, 1)`.
@@ -163,7 +195,7 @@ class ContractiveGraphLayer(SparsePropagation):
         accounting (str): ``"convergent"`` or ``"linear"``. (default: ``"convergent"``)
         accountant (PrivacyAccountant, optional): charged at every new release.
         cached (bool): reuse the release for the same graph and inputs (the paper's
-            setting: the aggregation is computed once). (default: :obj:`False`)
+            setting: the aggregation is computed once); see above. (default: :obj:`True`)
         symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
         sampler (str): ``"safe"`` or ``"float"`` (see above). (default: ``"safe"``)
@@ -184,7 +216,7 @@ class ContractiveGraphLayer(SparsePropagation):
                  num_nodes: Optional[int] = None, degree_floor: bool = False, noise_multiplier: Optional[float] = None,
                  epsilon: Optional[float] = None, delta: Optional[float] = None,
                  accounting: Accounting = "convergent", accountant: Optional[PrivacyAccountant] = None,
-                 cached: bool = False, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
+                 cached: bool = True, symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "contractive_graph_layer", sampler: str = "safe", secure_mode: Optional[bool] = None,
                  grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
         reject_channel_counts("ContractiveGraphLayer", K, contraction, parameters="(K, contraction, alpha1, beta)",
@@ -272,6 +304,7 @@ class ContractiveGraphLayer(SparsePropagation):
                     "accounting": self.accounting, "sampler": self.sampler, **extra},
         )
 
+    @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
     def forward(self, x: Tensor, edge_index: Any, x0: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None) -> Tensor:
         """Run the K perturbed hops and return :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
@@ -296,12 +329,10 @@ class ContractiveGraphLayer(SparsePropagation):
         graph = self._read_graph(edge_index, n)
         self._check_bounds(graph, x, x0)  # the declared domain, before any charge or noise
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-
-        if self.cached and self._cache is not None:
-            c_crow, c_col, c_x, c_x0, c_batch, c_out = self._cache
-            if _same(c_crow, graph[0]) and _same(c_col, graph[1]) and torch.equal(c_x, x) \
-                    and torch.equal(c_x0, x0) and _same(c_batch, batch):
-                return c_out.clone().to(out_dtype)
+        key = self._release_key(graph, x, x0, batch)
+        reused = self._cached_release(*key, device=x.device, dtype=out_dtype)
+        if reused is not None:  # the cached release: no new charge, no noise
+            return reused
 
         grid, source = None, None
         if self.noise_std > 0 and self.sampler == "safe":  # plan the grid, before any charge
@@ -312,16 +343,36 @@ class ContractiveGraphLayer(SparsePropagation):
                              tolerance=self.grid_tolerance)
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
-        if self.noise_multiplier > 0:
-            charge(self.accountant, self.event(grid), self)  # before any noise is drawn
+        event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
         dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float64  # the hops' precision
         h0 = x.detach().to(dtype)
         out = self._perturbed_hops(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch, grid, source)
-        if self.cached:
-            self._cache = (*graph, x.detach().clone(), x0.detach().clone(), None if batch is None else batch.clone(),
-                           out.clone())
+        self._keep_release(out, *key, event=event, granularity=self.granularity)
         return out.to(out_dtype)
+
+    @property
+    def _release_unit(self) -> str:
+        return self.level
+
+    def _release_settings(self) -> dict[str, Any]:
+        """The settings a cached release is valid for (a saved one loads only into equal settings)."""
+        return {"K": self.K, "contraction": self.contraction, "alpha1": self.alpha1, "beta": self.beta,
+                "level": self.level, "min_degree": self.min_degree, "max_degree": self.max_degree,
+                "num_nodes": self.num_nodes, "degree_floor": self.degree_floor, "accounting": self.accounting,
+                "noise_multiplier": self.noise_multiplier, "epsilon": self.epsilon, "delta": self.delta,
+                "sampler": self.sampler, "grid_tolerance": self.grid_tolerance}
+
+    def _release_key(self, graph: tuple[Tensor, Tensor], x: Tensor, x0: Tensor,
+                     batch: Optional[Tensor]) -> tuple[tuple, tuple, tuple]:
+        """``(public, private, meta)``: what the cache keys on. Only ``public`` and ``meta`` are
+        fingerprinted into a saved state; the graph, and at node level the features, never are."""
+        n, f = x.shape
+        x0_key = None if x0 is x or _same(x0, x) else x0
+        meta = (n, f, str(x.dtype), self.level)
+        if self.level == "edge":  # the features are public under edge-level neighbours
+            return (x, x0_key, batch), graph, meta
+        return (), (*graph, x, x0_key), meta  # node level: a node's features are private too
 
     def _read_graph(self, edge_index: Any, n: int) -> tuple[Tensor, Tensor]:
         """``(crow, col)`` of the validated undirected simple graph on the ``n`` nodes of ``x``
@@ -392,7 +443,8 @@ class ContractiveGraphLayer(SparsePropagation):
             bounds += f", max_degree={self.max_degree}, num_nodes={self.num_nodes}"
         return (f"{self.__class__.__name__}(K={self.K}, contraction={self.contraction:g}, alpha1={self.alpha1:g}, "
                 f"beta={self.beta:g}, level={self.level!r}, {bounds}, noise_multiplier={self.noise_multiplier:.6g}"
-                f"{target}, accounting={self.accounting!r}, sampler={self.sampler!r}, cached={self.cached})")
+                f"{target}, accounting={self.accounting!r}, unit={self._release_unit!r}, sampler={self.sampler!r}, "
+                f"cached={self.cached})")
 
 
 def _clip_rows(x: Tensor, out: Optional[Tensor] = None, slack_dtype: Optional[torch.dtype] = None) -> Tensor:
@@ -425,9 +477,3 @@ def _node_mean(x: Tensor, batch: Optional[Tensor]) -> Tensor:
     if batch is None:
         return x.mean(dim=0, keepdim=True).expand_as(x)
     return scatter(x, batch, dim=0, reduce="mean")[batch]
-
-
-def _same(a: Optional[Tensor], b: Optional[Tensor]) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    return a.shape == b.shape and torch.equal(a, b)

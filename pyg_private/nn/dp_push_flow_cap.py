@@ -84,6 +84,10 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
     ``delta=0`` gives the pure :math:`b = \Delta_1/\epsilon`). The target is per
     ``epsilon_columns`` columns (default one).
 
+    Caching (``cached=True`` by default), ``state_dict`` persistence of the release and the module
+    protocols (``deepcopy``, ``pickle``, ``torch.compile``; no ``torch.jit.script``) are those of
+    :class:`~pyg_private.nn.NoisyPPRDiffusion`.
+
     Args:
         alpha (float): restart probability in :math:`(0, 1)`. (default: :obj:`0.2`)
         num_iterations (int): push iterations :math:`T`. (default: :obj:`100`)
@@ -105,7 +109,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
     def __init__(self, alpha: float = 0.2, num_iterations: int = 100, eta: float = 1e-6, *,
                  noise_scale: Optional[float] = None, epsilon: Optional[float] = None,
                  delta: Optional[float] = None, personalized: bool = False, epsilon_columns: int = 1,
-                 clip_output: bool = True, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
+                 clip_output: bool = True, accountant: Optional[PrivacyAccountant] = None, cached: bool = True,
                  symmetrize: bool = False, orders: Sequence[float] = DEFAULT_ORDERS,
                  generator: Optional[torch.Generator] = None, name: str = "dp_push_flow_cap",
                  sampler: str = "safe", secure_mode: Optional[bool] = None, granularity: Optional[float] = None,
@@ -175,6 +179,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         factor = 1 + n * Fraction(g) / Fraction(self.sensitivity)  # Delta' / Delta, exactly
         return PushFlowGrid(g, inflated_scale(self.noise_scale, factor), inflated_scale(self.sensitivity, factor), n)
 
+    @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
     def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """Release the noisy push-flow PPR columns of the seeds ``[N, C]`` (computed in
@@ -203,7 +208,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
             source = RandomSource(s0.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
             sampler = RoundedNoiseSampler("laplace", grid.noise_scale / grid.granularity)
-        self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
+        event = self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
         self.granularity = None if grid is None else grid.granularity
         p = push_flow_cap_ppr(ei, n, seeds, alpha=self.alpha, num_iterations=self.num_iterations, eta=self.eta,
                               personalized=self.personalized)
@@ -215,11 +220,19 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
             out = from_grid(steps, grid.granularity)
         if self.clip_output:
             out.clamp_(0.0, 1.0)
-        self._remember(ei, s0, out)
+        self._remember(ei, s0, out, event)
         return out.to(torch.get_default_dtype())
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
                 f"eta={self.eta:g}, noise_scale={self.noise_scale:.6g}{target}, personalized={self.personalized}, "
-                f"sampler={self.sampler!r}, cached={self.cached})")
+                f"unit={self._release_unit!r}, sampler={self.sampler!r}, cached={self.cached})")
+
+    def _release_settings(self) -> dict[str, Any]:
+        """The settings a cached release is valid for (a saved one loads only into equal settings)."""
+        return {"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
+                "noise_scale": self.noise_scale, "epsilon": self.epsilon, "delta": self.delta,
+                "personalized": self.personalized, "epsilon_columns": self.epsilon_columns,
+                "clip_output": self.clip_output, "sampler": self.sampler, "granularity": self._granularity,
+                "grid_tolerance": self.grid_tolerance}

@@ -62,6 +62,10 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
     (10,312 nodes) about 14 million at :math:`\epsilon = 1` and 26 million at
     :math:`\epsilon = 0.01`, so each step is a product with that many non-zeros.
 
+    Caching (``cached=True`` by default), ``state_dict`` persistence of the release and the module
+    protocols (``deepcopy``, ``pickle``, ``torch.compile``; no ``torch.jit.script``) are those of
+    :class:`~pyg_private.nn.NoisyPPRDiffusion`.
+
     Args:
         alpha (float): restart probability in :math:`(0, 1)`. (default: :obj:`0.2`)
         num_iterations (int): :math:`K`. (default: :obj:`100`)
@@ -87,7 +91,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
 
     def __init__(self, alpha: float = 0.2, num_iterations: int = 100, *, epsilon: Optional[float] = None,
                  delta: Optional[float] = None, flip_probability: Optional[float] = None,
-                 personalized: bool = False, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
+                 personalized: bool = False, accountant: Optional[PrivacyAccountant] = None, cached: bool = True,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "edge_flipping_ppr", sampler: Sampler = "safe",
                  secure_mode: Optional[bool] = None) -> None:
@@ -116,9 +120,10 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
                                          params={"alpha": self.alpha, "num_iterations": self.num_iterations,
                                                  "personalized": self.personalized, "sampler": self.sampler})
 
-    def _charge(self, seeds: Optional[Tensor], num_columns: int) -> None:
-        super()._charge(None, 1)  # one randomised graph, whatever the columns
+    def _charge(self, seeds: Optional[Tensor], num_columns: int) -> PrivacyEvent:
+        return super()._charge(None, 1)  # one randomised graph, whatever the columns
 
+    @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
     def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """PPR columns ``[N, C]`` of the seeds on the randomised graph (default dtype).
@@ -140,15 +145,22 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
             return cached.to(torch.get_default_dtype())
         # the process-wide secure mode may have changed since construction: refuse before charging
         secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else None
-        self._charge(seeds, s0.size(1))  # before any bit is flipped
+        event = self._charge(seeds, s0.size(1))  # before any bit is flipped
         released = flip_edges(ei, n, self.q, generator=self.generator, sampler=self.sampler, secure_mode=secure)
         truth = ei if self.personalized else released  # non-personalized: nothing is restored
         out = lazy_ppr_restoring_seed_edges(released, truth, n, seeds, alpha=self.alpha,
                                             num_iterations=self.num_iterations)
-        self._remember(ei, s0, out)
+        self._remember(ei, s0, out, event)
         return out.to(torch.get_default_dtype())
 
+    def _release_settings(self) -> dict[str, Any]:
+        """The settings a cached release is valid for (a saved one loads only into equal settings)."""
+        return {"alpha": self.alpha, "num_iterations": self.num_iterations, "q": self.q, "epsilon": self.epsilon,
+                "delta": self.delta, "personalized": self.personalized, "sampler": self.sampler}
+
     def __repr__(self) -> str:
+        target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}" + (
+            "" if self.delta is None else f", delta={self.delta:g}")
         return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
-                f"flip_probability={self.flip_probability:.6g}, personalized={self.personalized}, "
-                f"sampler={self.sampler!r})")
+                f"flip_probability={self.flip_probability:.6g}{target}, personalized={self.personalized}, "
+                f"unit={self._release_unit!r}, sampler={self.sampler!r}, cached={self.cached})")

@@ -18,6 +18,7 @@ from ..accounting.validation import check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.adjacency import adjacency_csr
 from ._ppr_release import resolve_noise
+from ._release_cache import PersistentRelease
 from ._sparse_propagation import SparsePropagation
 
 __all__ = ["GAPAggregation"]
@@ -25,7 +26,7 @@ __all__ = ["GAPAggregation"]
 EDGE_SENSITIVITY = math.sqrt(2.0)  # one undirected edge adds x_v to row u and x_u to row v, unit rows
 
 
-class GAPAggregation(SparsePropagation):
+class GAPAggregation(PersistentRelease, SparsePropagation):
     r"""Edge-level private multi-hop aggregation of GAP, from `"GAP: Differentially Private
     Graph Neural Networks with Aggregation Perturbation"
     <https://arxiv.org/abs/2203.00949>`_ (Sajadmanesh et al., USENIX Security 2023), the
@@ -63,12 +64,42 @@ class GAPAggregation(SparsePropagation):
     ``sampler="float"`` keeps the floating-point sampler (benchmarks and audits only);
     ``secure_mode=True`` draws every random bit from the operating system's CSPRNG.
 
+    **Caching and saving.** With ``cached=True`` (the default) the first forward is released and
+    charged, and later forwards with the same graph and inputs return that release at no further cost; a
+    different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
+    ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
+    cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy output, its privacy
+    event and whether an accountant recorded it, the layer's privacy settings, and a SHA-256 fingerprint
+    of the features ``x`` (public under edge-level neighbours)), so ``load_state_dict`` into a layer
+    built with the same settings returns it without a new charge and without touching the accountant
+    (restore the accountant from its own ``state_dict``); a state made under other settings raises
+    ``ValueError``. A release restored from a state that no accountant recorded is registered with this
+    layer's accountant when it is first reused. The state never holds the graph or any function of it
+    but the release: a digest of the graph would let anyone holding the file test a guessed edge with
+    certainty. So a loaded release is bound to the first graph it is used with (matching public inputs);
+    call :meth:`reset_parameters` before using a loaded model on another graph.
+
+    **Module protocols.** ``copy.deepcopy`` shares the accountant and the generator (one ledger for the
+    data, no duplicated noise stream) and keeps the cache. ``pickle`` and ``torch.save(module)`` keep
+    the cached release as the state dict does (without the graph) and a copy of the accountant, but not
+    the generator, whose state would let anyone holding the file recompute the noise (pass one again
+    after loading). ``torch.compile`` works: ``forward`` is excluded from tracing
+    (``torch.compiler.disable``), so the release runs eagerly and is charged once per new release while
+    the rest of the model compiles around it. ``torch.jit.script`` raises a ``RuntimeError`` on purpose:
+    a TorchScript module runs without Python, but every release must first register its event with the
+    Python accountant (which enforces the budget before any noise is drawn) and draws its noise from
+    exact integer samplers written in Python (rational arithmetic, the operating system's CSPRNG), and
+    the graph argument is a union of ``edge_index``, ``SparseTensor`` and ``torch.sparse``. Script the
+    rest of the model on the cached release instead (``out = layer(x, edge_index)`` once, then a
+    scripted head on ``out``).
+
     Args:
         K (int): number of hops. (default: :obj:`1`)
         noise_multiplier (float, optional): :math:`\sigma` (noise std :math:`\sigma\Delta`).
         epsilon, delta (float, optional): target instead of ``noise_multiplier``.
         accountant (PrivacyAccountant, optional): charged at every new release.
-        cached (bool): reuse the release for the same graph and features. (default: :obj:`False`)
+        cached (bool): reuse the release for the same graph and features; see above.
+            (default: :obj:`True`)
         symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
         sampler (str): ``"safe"`` or ``"float"``. (default: ``"safe"``)
@@ -83,7 +114,7 @@ class GAPAggregation(SparsePropagation):
     """
 
     def __init__(self, K: int = 1, *, noise_multiplier: Optional[float] = None, epsilon: Optional[float] = None,
-                 delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = False,
+                 delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = True,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "gap_aggregation", sampler: str = "safe", secure_mode: Optional[bool] = None,
                  grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
@@ -116,6 +147,7 @@ class GAPAggregation(SparsePropagation):
                          params={"K": self.K, "noise_multiplier": self.noise_multiplier,
                                  "sensitivity": self.sensitivity, "sampler": self.sampler, **extra})
 
+    @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
     def forward(self, x: Tensor, edge_index: Any) -> Tensor:
         """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype)."""
         if not isinstance(x, Tensor) or x.dim() != 2:
@@ -128,10 +160,10 @@ class GAPAggregation(SparsePropagation):
             raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
         ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-        if self.cached and self._cache is not None:
-            c_ei, c_x, c_out = self._cache
-            if c_ei.shape == ei.shape and torch.equal(c_ei, ei) and c_x.shape == x.shape and torch.equal(c_x, x):
-                return c_out.clone().to(out_dtype)
+        key = (x,), (ei,), (n, x.size(1), str(x.dtype))  # public: the features (edge level); private: the graph
+        reused = self._cached_release(*key, device=x.device, dtype=out_dtype)
+        if reused is not None:  # the cached release: no new charge, no noise
+            return reused
         grid, source = None, None
         if self.noise_multiplier > 0 and self.sampler == "safe":  # plan the grid, before any charge
             # sum aggregation of unit rows: every entry is at most the largest degree, below N
@@ -139,13 +171,16 @@ class GAPAggregation(SparsePropagation):
                              dim=x.numel(), value_bound=float(max(n, 1)), tolerance=self.grid_tolerance)
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
-        if self.noise_multiplier > 0:
-            charge(self.accountant, self.event(grid), self)  # before any noise is drawn
+        event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
         out = self._hops(ei, x.detach().to(torch.float64), grid, source)
-        if self.cached:
-            self._cache = (ei, x.detach().clone(), out.clone())
+        self._keep_release(out, *key, event=event, granularity=self.granularity)
         return out.to(out_dtype)
+
+    def _release_settings(self) -> dict[str, Any]:
+        """The settings a cached release is valid for (a saved one loads only into equal settings)."""
+        return {"K": self.K, "noise_multiplier": self.noise_multiplier, "epsilon": self.epsilon,
+                "delta": self.delta, "sampler": self.sampler, "grid_tolerance": self.grid_tolerance}
 
     @torch.no_grad()
     def _hops(self, edge_index: Tensor, x: Tensor, grid: Optional[tuple[float, float]] = None,
@@ -165,4 +200,4 @@ class GAPAggregation(SparsePropagation):
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         return (f"{self.__class__.__name__}(K={self.K}, noise_multiplier={self.noise_multiplier:.6g}{target}, "
-                f"sampler={self.sampler!r}, cached={self.cached})")
+                f"unit={self._release_unit!r}, sampler={self.sampler!r}, cached={self.cached})")

@@ -135,9 +135,34 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     ``layer.noise_scale``; it is proportional to :math:`\eta` and does not depend on the
     graph.
 
-    **Caching.** With ``cached=True`` the output for the same graph and inputs is
-    released once and reused at no further cost; a different input is a new release.
-    :meth:`reset_parameters` clears the cache. Without caching every call costs budget.
+    **Caching and saving.** With ``cached=True`` (the default) the first forward is released and
+    charged, and later forwards with the same graph and inputs return that release at no further cost; a
+    different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
+    ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
+    cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy output, its privacy
+    event and whether an accountant recorded it, the layer's privacy settings, and a SHA-256 fingerprint
+    of the public seeds or signals), so ``load_state_dict`` into a layer built with the same settings
+    returns it without a new charge and without touching the accountant (restore the accountant from its
+    own ``state_dict``); a state made under other settings raises ``ValueError``. A release restored
+    from a state that no accountant recorded is registered with this layer's accountant when it is first
+    reused. The state never holds the graph or any function of it but the release: a digest of the graph
+    would let anyone holding the file test a guessed edge with certainty. So a loaded release is bound
+    to the first graph it is used with (matching public inputs); call :meth:`reset_parameters` before
+    using a loaded model on another graph.
+
+    **Module protocols.** ``copy.deepcopy`` shares the accountant and the generator (one ledger for the
+    data, no duplicated noise stream) and keeps the cache. ``pickle`` and ``torch.save(module)`` keep
+    the cached release as the state dict does (without the graph) and a copy of the accountant, but not
+    the generator, whose state would let anyone holding the file recompute the noise (pass one again
+    after loading). ``torch.compile`` works: ``forward`` is excluded from tracing
+    (``torch.compiler.disable``), so the release runs eagerly and is charged once per new release while
+    the rest of the model compiles around it. ``torch.jit.script`` raises a ``RuntimeError`` on purpose:
+    a TorchScript module runs without Python, but every release must first register its event with the
+    Python accountant (which enforces the budget before any noise is drawn) and draws its noise from
+    exact integer samplers written in Python (rational arithmetic, the operating system's CSPRNG), and
+    the graph argument is a union of ``edge_index``, ``SparseTensor`` and ``torch.sparse``. Script the
+    rest of the model on the cached release instead (``out = layer(x, edge_index)`` once, then a
+    scripted head on ``out``).
 
     **Inputs must be public.** The seeds or signals ``x`` are the same on neighbouring
     graphs (the proof protects edges only) and the layer does not propagate gradients.
@@ -166,7 +191,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         epsilon_columns (int): columns the ``epsilon`` target covers. (default: :obj:`1`)
         output_projection (str, optional): ``None``, ``"l1_ball"`` or ``"simplex"``.
         accountant (PrivacyAccountant, optional): ledger charged on every release.
-        cached (bool): reuse the release for identical graph and inputs. (default: :obj:`False`)
+        cached (bool): reuse the release for identical graph and inputs; see above.
+            (default: :obj:`True`)
         symmetrize (bool): symmetrise a directed ``edge_index`` (and drop self-loops and
             duplicates) instead of raising. (default: :obj:`False`)
         orders (Sequence[float], optional): Rényi orders of the curve (default: the
@@ -206,7 +232,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         epsilon_columns: int = 1,
         output_projection: Projection = None,
         accountant: Optional[PrivacyAccountant] = None,
-        cached: bool = False,
+        cached: bool = True,
         symmetrize: bool = False,
         orders: Sequence[float] = DEFAULT_ORDERS,
         generator: Optional[torch.Generator] = None,
@@ -333,6 +359,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             raise ValueError("`x` must be finite and non-negative (PPR signals)")
         return s, None, out_dtype
 
+    @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
     def forward(self, x: Optional[Tensor] = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """Diffuse the seeds or signals on the private graph; returns :math:`\\mathbf{s}^{(K)}` [N, C].
@@ -360,8 +387,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             source = RandomSource(s0.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
             sampler = RoundedNoiseSampler("two_laplace", grid.noise_scale / grid.granularity)
-        if self.noise_scale > 0:
-            self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
+        event = self._charge(seeds, s0.size(1), grid=grid) if self.noise_scale > 0 else None  # before any noise
         self.granularity = None if grid is None else grid.granularity
         out = self._diffuse(ei, n, s0, seeds, grid, source, sampler)
         if self.output_projection == "l1_ball":
@@ -369,7 +395,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         elif self.output_projection == "simplex":
             out = project_simplex(out)
         out = out.detach()
-        self._remember(ei, s0, out)
+        self._remember(ei, s0, out, event)
         return out.to(out_dtype)
 
     @torch.no_grad()
@@ -423,4 +449,12 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         return (f"{self.__class__.__name__}(alpha={self.alpha:g}, num_iterations={self.num_iterations}, "
                 f"eta={self.eta:g}, noise_scale={self.noise_scale:.6g}{target}, personalized={self.personalized}, "
-                f"sampler={self.sampler!r}, cached={self.cached})")
+                f"unit={self._release_unit!r}, sampler={self.sampler!r}, cached={self.cached})")
+
+    def _release_settings(self) -> dict[str, Any]:
+        """The settings a cached release is valid for (a saved one loads only into equal settings)."""
+        return {"alpha": self.alpha, "num_iterations": self.num_iterations, "eta": self.eta,
+                "noise_scale": self.noise_scale, "epsilon": self.epsilon, "delta": self.delta,
+                "personalized": self.personalized, "epsilon_columns": self.epsilon_columns,
+                "output_projection": self.output_projection, "sampler": self.sampler,
+                "granularity": self._granularity, "grid_tolerance": self.grid_tolerance}

@@ -63,7 +63,7 @@ def test_one_gdp_event_per_forward_convergent_and_linear():
     for accounting, factor in (("convergent", contraction_factor(10, 0.9)), ("linear", 10.0)):
         acct = PrivacyAccountant()
         layer = ContractiveGraphLayer(10, 0.9, min_degree=1, noise_multiplier=3.0, accounting=accounting,
-                                      accountant=acct)
+                                      accountant=acct, cached=False)
         layer(x, ei)
         layer(x, ei)
         events = acct.events_of("edge")

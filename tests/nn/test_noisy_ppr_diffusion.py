@@ -250,7 +250,7 @@ def test_bad_graphs_and_signals_release_nothing():
 def test_repr_and_gradients():
     layer = NoisyPPRDiffusion(alpha=0.1, num_iterations=7, eta=1e-4, noise_scale=2e-3)
     assert repr(layer) == ("NoisyPPRDiffusion(alpha=0.1, num_iterations=7, eta=0.0001, noise_scale=0.002, "
-                           "personalized=False, sampler='safe', cached=False)")
+                           "personalized=False, unit='edge', sampler='safe', cached=True)")
     x = torch.rand(3, 1, requires_grad=True)
     # in training mode an input that requires grad is refused (the release is detached and charged
     # at every call); released deliberately on x.detach() or in eval mode, the output is detached

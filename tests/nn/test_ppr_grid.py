@@ -166,7 +166,8 @@ def test_diffusion_secure_mode_and_argument_checks():
     with pytest.raises(ValueError, match="power of two"):
         NoisyPPRDiffusion(noise_scale=1e-3, granularity=3e-9)
     acct = PrivacyAccountant()
-    layer = NoisyPPRDiffusion(noise_scale=1e-3, eta=1e-2, num_iterations=3, secure_mode=True, accountant=acct)
+    layer = NoisyPPRDiffusion(noise_scale=1e-3, eta=1e-2, num_iterations=3, secure_mode=True, accountant=acct,
+                              cached=False)
     a = layer(edge_index=ring(10), seed_index=[0], num_nodes=10)
     b = layer(edge_index=ring(10), seed_index=[0], num_nodes=10)
     assert not torch.equal(a, b) and len(acct) == 2
@@ -297,7 +298,7 @@ def test_push_flow_secure_mode_float_path_and_checks():
     with pytest.raises(ValueError, match="granularity"):
         DPPushFlowCap(noise_scale=1e-3, sampler="float", granularity=2.0 ** -30)
     acct = PrivacyAccountant()
-    layer = DPPushFlowCap(noise_scale=1e-3, secure_mode=True, accountant=acct)
+    layer = DPPushFlowCap(noise_scale=1e-3, secure_mode=True, accountant=acct, cached=False)
     a = layer(edge_index=ring(10), seed_index=[0], num_nodes=10)
     b = layer(edge_index=ring(10), seed_index=[0], num_nodes=10)
     assert not torch.equal(a, b) and len(acct) == 2
