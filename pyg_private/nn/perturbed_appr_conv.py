@@ -1,6 +1,7 @@
 r"""GCON: an APPR propagation and a linear head trained by objective perturbation."""
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -360,11 +361,28 @@ class PerturbedAPPRConv(SparsePropagation):
         scores = z.to(torch.float64) @ self.weight.to(device=z.device, dtype=torch.float64)
         return scores.to(in_dtype) if in_dtype in (torch.float16, torch.bfloat16, torch.float32) else scores
 
+    def __deepcopy__(self, memo: dict) -> "PerturbedAPPRConv":
+        # `best = copy.deepcopy(model)`: the copy charges the same ledger (one record of the real data)
+        if self.accountant is not None:
+            memo.setdefault(id(self.accountant), self.accountant)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(torch.nn.Module.__getstate__(self), memo))
+        return new
+
+    def __prepare_scriptable__(self) -> Any:
+        raise RuntimeError(
+            "PerturbedAPPRConv cannot be compiled by TorchScript (torch.jit.script): `fit` is the private release "
+            "(it registers with the Python accountant and draws exact integer noise in Python), and `forward` "
+            "validates and normalises the graph in Python (edge_index, SparseTensor or torch.sparse). Use "
+            "torch.compile, or script a module that multiplies the propagated features by `layer.weight`.")
+
     def __repr__(self) -> str:
         steps = ",".join("inf" if math.isinf(m) else str(m) for m in self.steps)
         return (f"{self.__class__.__name__}({self.in_channels}, {self.out_channels}, alpha={self.alpha:g}, "
                 f"steps=({steps}), epsilon={self.epsilon:g}, delta={self.delta:g}, "
-                f"regularization={self.regularization:g}, loss={self.loss.name!r})")
+                f"regularization={self.regularization:g}, loss={self.loss.name!r}, unit='edge', "
+                f"sampler={self.sampler!r})")
 
 
 def _check_ball(x: Tensor, channels: int) -> Tensor:

@@ -191,3 +191,22 @@ def test_head_follows_the_input_dtype_survives_float_and_checks_loaded_shapes():
     wrong = PerturbedAPPRConv(6, 4, alpha=0.4, steps=2, epsilon=2.0, delta=1e-3)
     with pytest.raises(RuntimeError, match="size mismatch"):
         wrong.load_state_dict(layer.state_dict())
+
+
+def test_module_protocols_share_the_ledger_and_refuse_torchscript():
+    import copy
+    import pickle
+
+    x, ei, y = _graph()
+    acct = PrivacyAccountant()
+    layer = PerturbedAPPRConv(6, 3, alpha=0.4, steps=2, epsilon=2.0, delta=1e-3, accountant=acct)
+    layer.fit(x, ei, y)
+    best = copy.deepcopy(layer)
+    assert best.accountant is acct and torch.equal(best.weight, layer.weight)
+    best.fit(x, ei, y)  # charged to the same ledger
+    assert len(acct) == 2
+    restored = pickle.loads(pickle.dumps(layer))
+    assert torch.equal(restored(x, ei), layer(x, ei))
+    assert "unit='edge'" in repr(layer) and "sampler='safe'" in repr(layer)
+    with pytest.raises(RuntimeError, match="TorchScript"):
+        torch.jit.script(layer)
