@@ -18,7 +18,15 @@ from .mechanism_events import (
     rdp_event,
     subsampled_gaussian_event,
 )
-from .opacus_bridge import OpacusAccountant
+from .opacus_bridge import (
+    OpacusAccountant,
+    ReleaseInsideDPSGDError,
+    check_opacus_model,
+    dp_sgd_noise_multiplier,
+    make_private,
+    make_private_with_epsilon,
+)
+from .parallel import ParallelScope
 from .orders import DEFAULT_ORDERS, check_orders
 from .contractive import (
     contraction_factor,
@@ -56,6 +64,12 @@ from .objective_perturbation import (
 )
 
 __all__ = [
+    "ReleaseInsideDPSGDError",
+    "check_opacus_model",
+    "dp_sgd_noise_multiplier",
+    "make_private",
+    "make_private_with_epsilon",
+    "ParallelScope",
     # the accountant
     "PrivacyAccountant",
     "PrivacyBudgetExceeded",

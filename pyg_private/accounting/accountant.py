@@ -19,18 +19,26 @@ Guarantees this class keeps:
 * ``state_dict()`` / ``from_state_dict()`` round-trip every event exactly;
 * registration is atomic under threads: validating, composing, comparing with the budget and
   appending happen under one lock, so concurrent releases can neither overrun a budget nor
-  lose an event (queries take the same lock and see a consistent ledger).
+  lose an event (queries take the same lock and see a consistent ledger);
+* releases on disjoint parts of the data compose in parallel when, and only when, the caller
+  says so (:meth:`PrivacyAccountant.parallel`): a group costs the maximum over its parts.
+
+The ledger stores consecutive identical events (a DP-SGD run's steps) once with a count, in
+memory and in ``state_dict()``; every event is still checked against the budget one by one
+and replayed one by one when loaded, so the loaded ledger is the same to the last bit.
 """
 from __future__ import annotations
 
+import json
 import math
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from .composition import Composition
 from .errors import PrivacyBudgetExceeded
 from .events import PrivacyEvent
 from .local_ledger import LocalLedger
+from .parallel import ParallelGroup, ParallelScope, active_part, check_group_name, check_part_key, unit_candidates
 from .report import AccountantReport
 from .units import Unit, as_unit
 from .validation import check_delta, check_epsilon
@@ -42,7 +50,27 @@ DEFAULT_REPORT_DELTA = 1e-5
 #: relative slack when comparing a composed epsilon with a budget (floating-point noise only).
 _BUDGET_RTOL = 1e-9
 _STATE_FORMAT = "pyg_private.PrivacyAccountant"
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: events stored once, the ledger as runs (event, count[, group, part]); 1 still loads
+
+
+class _Run(NamedTuple):
+    """Consecutive identical releases of the ledger (immutable: a new run replaces the last)."""
+
+    event: PrivacyEvent
+    count: int
+    group: str | None = None
+    part: Any = None
+
+
+class _Change(NamedTuple):
+    """A validated, not yet committed, registration."""
+
+    unit: Unit
+    seq: Composition | None = None
+    group: ParallelGroup | None = None
+    local: LocalLedger | None = None
+    candidates: tuple[Composition, ...] = ()
+    exact: bool = True
 
 
 def _check_budget(unit: Unit, budget: Any) -> tuple[float, float]:
@@ -74,8 +102,10 @@ class PrivacyAccountant:
             :mod:`pyg_private.accounting.composition`). ``False`` keeps only the Rényi/GDP rules:
             faster, never tighter.
 
-    The object is safe to share between threads, and it pickles, deep-copies and
-    ``torch.save``\ s with its ledger (the lock is recreated).
+    Releases compose sequentially unless they are declared to touch disjoint parts of the data
+    (:meth:`parallel`). The object is safe to share between threads, and it pickles,
+    deep-copies and ``torch.save``\ s with its ledger and its parallel groups (the lock is
+    recreated).
     """
 
     def __init__(self, budget: Mapping[str | Unit, Any] | None = None, *, conversion: str = "balle",
@@ -92,9 +122,12 @@ class PrivacyAccountant:
             budgets[unit] = _check_budget(unit, value)
         self._budget = budgets
         self.conversion = conversion
-        self._events: list[PrivacyEvent] = []
-        self._central: dict[Unit, Composition] = {}
+        self._runs: list[_Run] = []
+        self._num_events = 0
+        self._central: dict[Unit, Composition] = {}  # the sequential events of each central unit
         self._local = LocalLedger()
+        self._groups: dict[str, ParallelGroup] = {}
+        self._candidates: dict[Unit, tuple[tuple[Composition, ...], bool]] = {}
 
     # ----------------------------------------------------------------- budget
     @property
@@ -113,36 +146,154 @@ class PrivacyAccountant:
             else:
                 self._budget[unit] = checked
 
+    # ------------------------------------------------------ parallel groups
+    def parallel(self, name: str | None = None) -> ParallelScope:
+        """Declare releases on **disjoint** parts of the data: they compose in parallel.
+
+        .. code-block:: python
+
+            for epoch in range(epochs):
+                with acct.parallel(f"epoch-{epoch}") as part:      # one epoch's batches are disjoint
+                    for i, batch in enumerate(loader):              # a DataLoader of whole graphs
+                        with part(i):
+                            out = layer(batch.x, batch.edge_index)  # charged to part i
+
+        Each release made inside ``part(i)`` is charged to part ``i``; a part's releases compose
+        sequentially, the group costs the **maximum over its parts**, and the group composes
+        sequentially with every other release (Thm. 2 of McSherry, "Privacy Integrated Queries",
+        SIGMOD 2009; see :mod:`pyg_private.accounting.parallel` for the exact rule). A release
+        into part ``i`` is refused before any noise when the group's new maximum would exceed
+        the budget. Releases inside the ``with parallel(...)`` block but outside every part are
+        sequential (they may read every part).
+
+        It is **your** claim that the parts are disjoint, and it holds only if the partition is
+        fixed by a rule that does not look at the private data (the graphs of a dataset, a
+        random or public node assignment; *not* a METIS partition of the private graph, and
+        *not* ``NeighborLoader`` batches, which overlap), and each release reads only its part:
+        at edge level, the part's induced subgraph (an edge between two parts is in no part,
+        which is fine); at node level, also nothing of a node outside the part (its full-graph
+        degree, a halo copy). Unit ``"local"`` is already per node: local releases in a part
+        are charged per node as usual.
+
+        Args:
+            name (str, optional): the group's name, shown in reports and saved in the state;
+                unique in this accountant (default: ``"parallel-<n>"``). A group closes when its
+                ``with`` block ends and cannot be reopened: use one group per partition (e.g.
+                one per epoch, as batches of different epochs overlap).
+
+        Returns:
+            ParallelScope: a context manager; ``part(i)`` (``i`` an ``int`` or ``str``) is the
+            context of part ``i``. The current part is kept per thread / task: another thread
+            enters ``part(i)`` itself, or calls :meth:`register` with ``partition=(name, i)``.
+        """
+        return ParallelScope(self, None if name is None else check_group_name(name))
+
+    def _open_group(self, name: str | None) -> str:
+        """Open a new group (``None``: the next free ``"parallel-<n>"``) and return its name."""
+        with self._lock:
+            if name is None:
+                n = len(self._groups)
+                while f"parallel-{n}" in self._groups:
+                    n += 1
+                name = f"parallel-{n}"
+            if name in self._groups:
+                state = "closed" if self._groups[name].closed else "already open"
+                raise ValueError(f"parallel group {name!r} is {state}: a group holds one partition and cannot be "
+                                 "reopened; use a new name per partition (e.g. f'epoch-{epoch}')")
+            self._groups[name] = ParallelGroup(name)
+            return name
+
+    def _close_group(self, name: str) -> None:
+        with self._lock:
+            group = self._groups.get(name)
+            if group is None or group.closed:
+                return
+            if group.num_events == 0:  # nothing was charged to it: leave no trace
+                del self._groups[name]
+            else:
+                self._groups[name] = group.close()
+
+    def _check_group_open(self, name: str) -> ParallelGroup:
+        with self._lock:
+            group = self._groups.get(name)
+            if group is None or group.closed:
+                raise ValueError(f"parallel group {name!r} is not open: releases join a group only inside its "
+                                 f"`with accountant.parallel({name!r}) as part:` block")
+            return group
+
+    def _group_parts(self, name: str) -> list[Any]:
+        with self._lock:
+            group = self._groups.get(name)
+            return [] if group is None else list(group.parts)
+
+    def _resolve_partition(self, partition: Any) -> tuple[str, Any] | None:
+        if partition is None:
+            return active_part(self)
+        try:
+            name, part = partition
+        except (TypeError, ValueError):
+            raise TypeError(f"`partition` must be a (group name, part) pair; got {partition!r}") from None
+        return check_group_name(name), check_part_key(part)
+
     # -------------------------------------------------------------- recording
-    def _prospective(self, event: PrivacyEvent) -> tuple[Composition | LocalLedger, float | None]:
-        """The unit's new state with ``event`` added and, under a budget, its epsilon."""
+    def _candidates_of(self, unit: Unit, seq: Composition | None = None,
+                       group: ParallelGroup | None = None) -> tuple[tuple[Composition, ...], bool]:
+        """The compositions whose maximum is ``unit``'s cost (one when nothing is parallel), with
+        ``seq`` / ``group`` standing in for the stored ones when given."""
+        if seq is None and group is None and unit in self._candidates:
+            return self._candidates[unit]
+        seq = seq if seq is not None else self._central.get(unit, Composition())
+        groups = [group if group is not None and g.name == group.name else g for g in self._groups.values()]
+        groups = [g for g in groups if unit in g.units()]
+        if not groups:
+            result: tuple[tuple[Composition, ...], bool] = ((seq,), True)
+        else:
+            result = unit_candidates(seq, groups, unit)
+        return result
+
+    def _prospective(self, event: PrivacyEvent, target: tuple[str, Any] | None = None) -> tuple[_Change, float | None]:
+        """The unit's new state with ``event`` added (to part ``target`` of a group when given)
+        and, under a budget, its epsilon."""
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"expected a PrivacyEvent; got {type(event).__name__}")
         unit = event.unit
-        new_state: Composition | LocalLedger
-        if unit is Unit.LOCAL:
-            new_state = self._local.add(event)
+        if unit is Unit.LOCAL:  # per node already: parallel over nodes by construction
+            change = _Change(unit, local=self._local.add(event))
+            states: tuple[Any, ...] = (change.local,)
+        elif target is None:
+            seq = self._central.get(unit, Composition()).add(event)
+            cands, exact = self._candidates_of(unit, seq=seq)
+            change = _Change(unit, seq=seq, candidates=cands, exact=exact)
+            states = cands
         else:
-            new_state = self._central.get(unit, Composition()).add(event)
+            group = self._check_group_open(target[0]).add(target[1], event)
+            cands, exact = self._candidates_of(unit, group=group)
+            change = _Change(unit, group=group, candidates=cands, exact=exact)
+            states = cands
         if unit not in self._budget:
-            return new_state, None
+            return change, None
         eps_budget, delta_budget = self._budget[unit]
-        # the cheap Rényi/GDP rules first: when they already fit, the tighter PLD is not needed
-        eps = self._epsilon_of(new_state, delta_budget, use_pld=False)
-        if eps > eps_budget * (1.0 + _BUDGET_RTOL) and self.pld:
-            eps = self._epsilon_of(new_state, delta_budget)
-        if math.isinf(eps) and delta_budget < new_state.min_delta():
+        eps = 0.0
+        for state in states:
+            # the cheap Rényi/GDP rules first: when they already fit, the tighter PLD is not needed
+            e = self._epsilon_of(state, delta_budget, use_pld=False)
+            if e > eps_budget * (1.0 + _BUDGET_RTOL) and self.pld:
+                e = self._epsilon_of(state, delta_budget)
+            eps = max(eps, e)
+        floor = max(state.min_delta() for state in states)
+        where = "" if target is None else f" (part {target[1]!r} of parallel group {target[0]!r})"
+        if math.isinf(eps) and delta_budget < floor:
             raise PrivacyBudgetExceeded(
-                f"release {event.name!r} refused: unit {unit.value!r} budget "
+                f"release {event.name!r}{where} refused: unit {unit.value!r} budget "
                 f"(epsilon={eps_budget:g}, delta={delta_budget:g}) cannot cover the approximate-DP events' "
-                f"delta {new_state.min_delta():g}. Nothing was released."
+                f"delta {floor:g}. Nothing was released."
             )
         if eps > eps_budget * (1.0 + _BUDGET_RTOL):
             raise PrivacyBudgetExceeded(
-                f"release {event.name!r} refused: unit {unit.value!r} would reach epsilon={eps:.6g} "
+                f"release {event.name!r}{where} refused: unit {unit.value!r} would reach epsilon={eps:.6g} "
                 f"at delta={delta_budget:g}, over its budget epsilon={eps_budget:g}. Nothing was released."
             )
-        return new_state, eps
+        return change, eps
 
     def _epsilon_of(self, state: Composition | LocalLedger, delta: float, use_pld: bool | None = None) -> float:
         use_pld = self.pld if use_pld is None else use_pld
@@ -150,47 +301,71 @@ class PrivacyAccountant:
             return state.max_epsilon(delta, conversion=self.conversion, use_pld=use_pld)
         return state.epsilon(delta, conversion=self.conversion, use_pld=use_pld)
 
-    def check(self, event: PrivacyEvent) -> float | None:
+    def check(self, event: PrivacyEvent, *, partition: tuple[str, Any] | None = None) -> float | None:
         """Validate ``event`` against the ledger and budget without recording it.
 
         Returns the unit's epsilon (at the budget's delta) it would lead to, or ``None``
-        when the unit has no budget. Raises exactly what :meth:`register` would.
+        when the unit has no budget. Raises exactly what :meth:`register` would (with the
+        same ``partition``, or the part entered in this thread).
         """
+        target = self._resolve_partition(partition)
         with self._lock:
-            return self._prospective(event)[1]
+            return self._prospective(event, target)[1]
 
-    def register(self, event: PrivacyEvent) -> PrivacyEvent:
+    def register(self, event: PrivacyEvent, *, partition: tuple[str, Any] | None = None) -> PrivacyEvent:
         """Record one release. Call it **before** drawing the release's noise.
+
+        Args:
+            event (PrivacyEvent): the release's cost.
+            partition (tuple, optional): ``(group name, part)``: charge the release to a part of
+                an open parallel group (see :meth:`parallel`). By default, the part entered
+                with ``with part(i):`` in this thread, else none (sequential).
 
         Raises:
             PrivacyBudgetExceeded: the release would exceed the unit's budget; the ledger
                 is unchanged and the caller must not release anything.
-            ValueError, TypeError: the event cannot be composed with the ledger.
+            ValueError, TypeError: the event cannot be composed with the ledger, or the
+                parallel group is not open.
         """
+        target = self._resolve_partition(partition)
         with self._lock:
-            new_state, _ = self._prospective(event)
-            # commit: nothing below can fail
-            if event.unit is Unit.LOCAL:
-                self._local = new_state  # type: ignore[assignment]
-            else:
-                self._central[event.unit] = new_state  # type: ignore[assignment]
-            self._events.append(event)
+            change, _ = self._prospective(event, target)
+            self._commit(event, change, None if event.unit is Unit.LOCAL else target)  # nothing here can fail
         return event
+
+    def _commit(self, event: PrivacyEvent, change: _Change, target: tuple[str, Any] | None) -> None:
+        if change.local is not None:
+            self._local = change.local
+        else:
+            if change.seq is not None:
+                self._central[change.unit] = change.seq
+            if change.group is not None:
+                self._groups[change.group.name] = change.group
+            self._candidates[change.unit] = (change.candidates, change.exact)
+        group, part = target if target is not None else (None, None)
+        last = self._runs[-1] if self._runs else None
+        if (last is not None and last.group == group and last.part == part
+                and (last.event is event or last.event == event)):
+            self._runs[-1] = last._replace(count=last.count + 1)
+        else:
+            self._runs.append(_Run(event, 1, group, part))
+        self._num_events += 1
 
     # ---------------------------------------------------------------- queries
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:
-        """All recorded events, in order."""
+        """All recorded events, in order (parallel ones included)."""
         with self._lock:
-            return tuple(self._events)
+            return tuple(r.event for r in self._runs for _ in range(r.count))
 
     def events_of(self, unit: str | Unit) -> tuple[PrivacyEvent, ...]:
         unit = as_unit(unit)
-        return tuple(e for e in self.events if e.unit is unit)
+        with self._lock:
+            return tuple(r.event for r in self._runs if r.event.unit is unit for _ in range(r.count))
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._events)
+            return self._num_events
 
     def _delta_for(self, unit: Unit, delta: float | None) -> float:
         if delta is not None:
@@ -203,27 +378,60 @@ class PrivacyAccountant:
         """The composed epsilon of ``unit`` at ``delta`` (default: the unit's budget delta; a
         pure budget gives the pure-DP epsilon).
 
-        For unit ``"local"`` it is the maximum over nodes of each node's own spend.
+        For unit ``"local"`` it is the maximum over nodes of each node's own spend; with
+        parallel groups, the maximum over their parts (see :meth:`parallel`).
         """
         unit = as_unit(unit)
         with self._lock:
             return self._epsilon_at(unit, self._delta_for(unit, delta))
 
-    def get_epsilon(self, delta: float, unit: str | Unit | None = None) -> float:
-        """Opacus' accountant interface: the epsilon spent at ``delta``. ``unit`` may be left out
-        when the ledger holds exactly one unit."""
+    def get_epsilon(self, delta: float, *args: Any, unit: str | Unit | None = None) -> float:
+        """Opacus' accountant interface (``IAccountant.get_epsilon(delta)``): the epsilon spent at
+        ``delta``. ``unit`` (keyword only) may be left out when the ledger holds exactly one unit.
+        :meth:`epsilon` takes ``(unit, delta)`` instead."""
+        if isinstance(delta, (str, Unit)) or args:
+            name = str(delta) if isinstance(delta, (str, Unit)) else (str(args[0]) if args else "edge")
+            raise TypeError(f"get_epsilon takes (delta, unit=...) in Opacus' order, with `unit` as a keyword; got "
+                            f"{(delta, *args)!r}. Write get_epsilon(1e-5, unit={name!r}) or epsilon({name!r}, 1e-5)")
         with self._lock:
             if unit is None:
-                units = sorted({e.unit for e in self._events} | set(self._budget), key=lambda u: u.value)
+                units = sorted({r.event.unit for r in self._runs} | set(self._budget), key=lambda u: u.value)
                 if len(units) != 1:
                     raise ValueError(f"the ledger holds units {[u.value for u in units]}: pass `unit=`")
                 unit = units[0]
             return self._epsilon_at(as_unit(unit), check_delta(delta))
 
-    def _epsilon_at(self, unit: Unit, delta: float) -> float:
+    def _states(self, unit: Unit) -> tuple[Composition | LocalLedger, ...]:
         if unit is Unit.LOCAL:
-            return self._epsilon_of(self._local, delta)
-        return self._epsilon_of(self._central.get(unit, Composition()), delta)
+            return (self._local,)
+        if unit not in self._candidates:
+            self._candidates[unit] = self._candidates_of(unit)
+        return self._candidates[unit][0]
+
+    def _epsilon_at(self, unit: Unit, delta: float) -> float:
+        return max(self._epsilon_of(state, delta) for state in self._states(unit))
+
+    def _planned_epsilon(self, event: PrivacyEvent | list[tuple[PrivacyEvent, int]], delta: float, *,
+                         repeat: int = 1, use_pld: bool | None = None, conversion: str | None = None) -> float:
+        """The unit's epsilon at ``delta`` if ``event`` were charged ``repeat`` more times, sequentially
+        (or each ``(event, repeat)`` of a list, in order, all of one unit); nothing is recorded and
+        no budget is checked."""
+        planned = [(event, repeat)] if isinstance(event, PrivacyEvent) else list(event)
+        units = {e.unit for e, _ in planned}
+        if len(units) != 1 or Unit.LOCAL in units:
+            raise ValueError("planned events must all be of one central unit ('edge' or 'node')")
+        unit = units.pop()
+        use_pld = self.pld if use_pld is None else use_pld
+        with self._lock:
+            seq = self._central.get(unit, Composition())
+            for e, n in planned:
+                for _ in range(n):
+                    seq = seq.add(e)
+            states, _ = self._candidates_of(unit, seq=seq)
+        return max(s.epsilon(delta, conversion=conversion or self.conversion, use_pld=use_pld) for s in states)
+
+    def _worst(self, unit: Unit, delta: float) -> Composition | LocalLedger:
+        return max(self._states(unit), key=lambda state: self._epsilon_of(state, delta))
 
     def pure_epsilon(self, unit: str | Unit) -> float:
         """The composed epsilon with ``delta = 0`` (``inf`` unless every event is pure DP)."""
@@ -237,13 +445,29 @@ class PrivacyAccountant:
             return self._local.node_epsilons(check_delta(delta, allow_zero=True), conversion=self.conversion,
                                              use_pld=self.pld)
 
-    def composition(self, unit: str | Unit) -> Composition:
-        """The running :class:`Composition` of a central unit (``"edge"`` or ``"node"``)."""
+    def composition(self, unit: str | Unit, delta: float | None = None) -> Composition:
+        """The running :class:`Composition` of a central unit (``"edge"`` or ``"node"``).
+
+        With parallel groups whose parts differ, the unit's cost is a maximum over several
+        compositions; this is the one that attains it at ``delta`` (default: the unit's budget
+        delta, else ``DEFAULT_REPORT_DELTA``).
+        """
         unit = as_unit(unit)
         if unit is Unit.LOCAL:
             raise ValueError("unit 'local' is accounted per node; use node_epsilons() or epsilon('local', delta)")
         with self._lock:
-            return self._central.get(unit, Composition())
+            states = self._states(unit)
+            if len(states) == 1:
+                return states[0]  # type: ignore[return-value]
+            d = check_delta(delta) if delta is not None else self._budget.get(unit, (0, DEFAULT_REPORT_DELTA))[1]
+            return self._worst(unit, d or DEFAULT_REPORT_DELTA)  # type: ignore[return-value]
+
+    @property
+    def parallel_groups(self) -> dict[str, dict[str, Any]]:
+        """``{name: {"parts", "num_events", "closed", "units"}}`` of the parallel groups."""
+        with self._lock:
+            return {g.name: {"parts": len(g.parts), "num_events": g.num_events, "closed": g.closed,
+                             "units": sorted(u.value for u in g.units())} for g in self._groups.values()}
 
     # ----------------------------------------------------------------- report
     def report(self, delta: float | Mapping[str, float] | None = None) -> AccountantReport:
@@ -257,13 +481,16 @@ class PrivacyAccountant:
         The report always answers. When a unit's approximate-DP events need more delta than
         requested (``min_delta``, the sum of their smallest covered deltas), its row is given
         at ``min_delta + delta`` instead, and says so (``requested_delta``, ``min_delta``).
+        Parallel groups are listed in ``"parallel"`` (parts, events, the worst part and the
+        group's own epsilon) and as one line of the event listing.
         """
         with self._lock:
             return self._report(delta)
 
     def _report(self, delta: float | Mapping[str, float] | None) -> AccountantReport:
         out = AccountantReport()
-        units = [u for u in Unit if u in self._budget or any(e.unit is u for e in self._events)]
+        used = {r.event.unit for r in self._runs}
+        units = [u for u in Unit if u in self._budget or u in used]
         for unit in units:
             if isinstance(delta, Mapping):
                 d = delta.get(unit.value, delta.get(unit))
@@ -273,17 +500,17 @@ class PrivacyAccountant:
                 d = self._budget[unit][1] if unit in self._budget else DEFAULT_REPORT_DELTA
             else:
                 d = check_delta(d, allow_zero=True)
-            state = self._local if unit is Unit.LOCAL else self._central.get(unit, Composition())
-            requested, floor = d, state.min_delta()
+            states = self._states(unit)
+            requested, floor = d, max(state.min_delta() for state in states)
             if d < floor:  # the approximate-DP events need more delta than asked for: answer anyway
                 d = floor + (d if d > 0 else floor)
-            events = self.events_of(unit)
+            runs = [r for r in self._runs if r.event.unit is unit]
             row: dict[str, Any] = {
                 "epsilon": self._epsilon_at(unit, d),
                 "delta": d,
-                "num_events": len(events),
+                "num_events": sum(r.count for r in runs),
                 "budget": self._budget.get(unit),
-                "events": _group_events(events),
+                "events": _group_events(runs),
             }
             if d != requested:
                 row["requested_delta"] = requested
@@ -291,92 +518,188 @@ class PrivacyAccountant:
             if unit is Unit.LOCAL:
                 row["num_nodes"] = self._local.num_nodes
                 row["nodes_touched"] = self._local.num_touched
-            elif events:
-                row["conversion"] = state.method(d, conversion=self.conversion, use_pld=self.pld)
+            elif runs:
+                worst = self._worst(unit, d)
+                row["conversion"] = worst.method(d, conversion=self.conversion, use_pld=self.pld)
+                groups = [g for g in self._groups.values() if unit in g.units()]
+                if groups:
+                    row["parallel"] = [self._group_row(g, unit, d) for g in groups]
+                    exact = self._candidates[unit][1]
+                    row["conversion"] += (f"; max over disjoint parts of {len(groups)} parallel group(s)"
+                                          + ("" if exact else ", bounded by dominating releases"))
             out[unit.value] = row
         return out
 
+    def _group_row(self, group: ParallelGroup, unit: Unit, delta: float) -> dict[str, Any]:
+        parts = group.part_compositions(unit)
+        eps = {k: c.epsilon(delta, conversion=self.conversion, use_pld=self.pld) for k, c in parts.items()}
+        worst = max(eps, key=eps.__getitem__)
+        return {"name": group.name, "parts": len(parts), "num_events": group.num_events_of(unit),
+                "epsilon": eps[worst], "worst_part": worst, "closed": group.closed}
+
     # ------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: budgets, conversion and every event (JSON-compatible),
-        taken at one instant (under the lock)."""
+        """Everything needed to resume: budgets, conversion, every event and the parallel groups
+        (JSON-compatible), taken at one instant (under the lock).
+
+        Each distinct event is stored once (``"events"``); ``"ledger"`` lists the runs of
+        consecutive identical releases as ``[event index, count]`` (plus ``group, part`` for a
+        parallel release), so a DP-SGD run of many steps costs a few bytes per distinct step.
+        """
         with self._lock:
             budget = {u.value: list(b) for u, b in self._budget.items()}
-            events = list(self._events)
+            runs = list(self._runs)
+            groups = [{"name": g.name, "closed": g.closed} for g in self._groups.values()]
+        table: list[dict[str, Any]] = []
+        by_id: dict[int, int] = {}
+        by_text: dict[str, int] = {}
+        ledger: list[list[Any]] = []
+        for run in runs:
+            index = by_id.get(id(run.event))
+            if index is None:
+                as_dict = run.event.to_dict()
+                text = json.dumps(as_dict, sort_keys=True)
+                index = by_text.get(text)
+                if index is None:
+                    index = by_text[text] = len(table)
+                    table.append(as_dict)
+                by_id[id(run.event)] = index
+            ledger.append([index, run.count] if run.group is None else [index, run.count, run.group, run.part])
         return {
             "format": _STATE_FORMAT,
             "version": _STATE_VERSION,
             "conversion": self.conversion,
             "pld": self.pld,
             "budget": budget,
-            "events": [e.to_dict() for e in events],
+            "events": table,
+            "ledger": ledger,
+            "parallel_groups": groups,
         }
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> "PrivacyAccountant":
-        """Rebuild an accountant saved by :meth:`state_dict`. Every event is re-validated.
+        """Rebuild an accountant saved by :meth:`state_dict` (this version or version 1). Every
+        event is re-validated and replayed one by one, in order.
 
         Budgets are restored but not re-checked against the past: a ledger that is over
         its budget loads, and refuses further releases.
         """
         if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
             raise ValueError("`state` is not a PrivacyAccountant state_dict")
-        if state.get("version") != _STATE_VERSION:
-            raise ValueError(f"unsupported state_dict version {state.get('version')!r}")
+        version = state.get("version")
+        if version not in (1, _STATE_VERSION):
+            raise ValueError(f"unsupported state_dict version {version!r}")
         acct = cls(budget=None, conversion=state.get("conversion", "balle"), pld=bool(state.get("pld", True)))
-        events = [PrivacyEvent.from_dict(e) for e in state.get("events", [])]
-        acct._replay(events)
+        table = [PrivacyEvent.from_dict(e) for e in state.get("events", [])]
+        if version == 1:
+            runs = [_Run(e, 1) for e in table]
+            groups: list[Mapping[str, Any]] = []
+        else:
+            groups = list(state.get("parallel_groups", []))
+            runs = []
+            for entry in state.get("ledger", []):
+                index, count, *where = entry
+                if not (isinstance(index, int) and 0 <= index < len(table)):
+                    raise ValueError(f"ledger entry {entry!r} names no stored event")
+                if not (isinstance(count, int) and not isinstance(count, bool) and count >= 1):
+                    raise ValueError(f"ledger entry {entry!r}: the count must be a positive int")
+                if where and len(where) != 2:
+                    raise ValueError(f"ledger entry {entry!r}: expected [event, count] or [event, count, group, part]")
+                group, part = (check_group_name(where[0]), check_part_key(where[1])) if where else (None, None)
+                runs.append(_Run(table[index], count, group, part))
+        for g in groups:
+            acct._groups[check_group_name(g["name"])] = ParallelGroup(g["name"])
+        acct._replay(runs)
+        for g in groups:  # closed only now: the replay charged the parts
+            if g.get("closed", True):
+                acct._groups[g["name"]] = acct._groups[g["name"]].close()
         for unit, b in state.get("budget", {}).items():
             acct.set_budget(unit, tuple(b) if b[1] > 0 else b[0])
         return acct
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Replace this accountant's ledger by ``state`` (all-or-nothing)."""
-        other = PrivacyAccountant.from_state_dict(state)
+        self._adopt(PrivacyAccountant.from_state_dict(state))
+
+    def _adopt(self, other: "PrivacyAccountant") -> None:
+        """Take over ``other``'s whole state (``other`` must not be used afterwards)."""
         with self._lock:
             lock = self._lock
-            self.__dict__.update(other.__dict__)
+            self.__dict__.update(other.__getstate__())
             self._lock = lock
+            self._candidates = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # copy the containers themselves under the lock: pickle writes them out later, and a
-        # register in between must not reach the copy half-way (compositions are immutable)
+        # register in between must not reach the copy half-way (runs, groups and compositions
+        # are immutable)
         with self._lock:
             state = self.__dict__.copy()
-            state["_events"] = list(self._events)
+            state["_runs"] = list(self._runs)
             state["_central"] = dict(self._central)
             state["_budget"] = dict(self._budget)
+            state["_groups"] = dict(self._groups)
         del state["_lock"]
+        state["_candidates"] = {}  # derived; rebuilt on demand
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
 
-    def _replay(self, events: Iterable[PrivacyEvent]) -> None:
-        for event in events:
-            if event.unit is Unit.LOCAL:
-                self._local = self._local.add(event)
-            else:
-                self._central[event.unit] = self._central.get(event.unit, Composition()).add(event)
-            self._events.append(event)
+    def _replay(self, runs: Iterable[_Run]) -> None:
+        """Charge saved runs again, event by event and in order, without budget checks."""
+        for run in runs:
+            event = run.event
+            for _ in range(run.count):
+                if event.unit is Unit.LOCAL:
+                    self._local = self._local.add(event)
+                elif run.group is None:
+                    self._central[event.unit] = self._central.get(event.unit, Composition()).add(event)
+                else:
+                    group = self._groups.get(run.group)
+                    if group is None:
+                        raise ValueError(f"ledger names parallel group {run.group!r} that the state does not list")
+                    self._groups[run.group] = group.add(run.part, event)
+            self._runs.append(run)
+            self._num_events += run.count
+        self._candidates = {}
 
     def __repr__(self) -> str:
         with self._lock:
             budget = ", ".join(f"{u.value}={b}" for u, b in self._budget.items())
-            n = len(self._events)
-        return f"PrivacyAccountant(events={n}" + (f", budget={{{budget}}}" if budget else "") + ")"
+            n = self._num_events
+            groups = len(self._groups)
+        return (f"PrivacyAccountant(events={n}" + (f", budget={{{budget}}}" if budget else "")
+                + (f", parallel_groups={groups}" if groups else "") + ")")
 
 
-def _group_events(events: Iterable[PrivacyEvent]) -> list[dict[str, Any]]:
-    """Consecutive events with the same name, mechanism and cost are listed once with a count."""
+def _group_events(runs: Iterable[_Run]) -> list[dict[str, Any]]:
+    """Consecutive events with the same name, mechanism and cost are listed once with a count; the
+    releases of a parallel group are listed once, where the group's first release was made."""
     rows: list[dict[str, Any]] = []
-    for e in events:
+    groups: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        e = run.event
+        if run.group is not None:
+            row = groups.get(run.group)
+            if row is None:
+                row = groups[run.group] = {"name": run.group, "mechanism": "parallel composition", "count": 1,
+                                           "group": run.group, "_parts": set(), "_events": 0}
+                rows.append(row)
+            row["_parts"].add(run.part)
+            row["_events"] += run.count
+            continue
         cost = e.cost_summary()
         if e.num_touched is not None:
             cost += f", {e.num_touched}/{e.num_nodes} nodes"
-        if rows and rows[-1]["name"] == e.name and rows[-1]["mechanism"] == e.mechanism and rows[-1]["cost"] == cost:
-            rows[-1]["count"] += 1
+        last = rows[-1] if rows else None
+        if last is not None and "group" not in last and last["name"] == e.name and last["mechanism"] == e.mechanism \
+                and last["cost"] == cost:
+            last["count"] += run.count
         else:
-            rows.append({"name": e.name, "mechanism": e.mechanism, "cost": cost, "count": 1})
+            rows.append({"name": e.name, "mechanism": e.mechanism, "cost": cost, "count": run.count})
+    for row in groups.values():
+        parts, n = row.pop("_parts"), row.pop("_events")
+        row["cost"] = f"max over {len(parts)} disjoint parts ({n} releases)"
     return rows

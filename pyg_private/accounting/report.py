@@ -20,7 +20,9 @@ class AccountantReport(dict):
 
     ``str(report)`` is the readable table; the report itself is the dict (plain values,
     JSON-serialisable), with the per-event listing under the key ``"events"`` of each
-    unit's entry as ``{"name": ..., "count": ..., "cost": ...}`` rows.
+    unit's entry as ``{"name": ..., "count": ..., "cost": ...}`` rows. A unit with parallel
+    groups also lists them under ``"parallel"`` as ``{"name", "parts", "num_events", "epsilon",
+    "worst_part", "closed"}`` rows (``epsilon``: the group's own cost, its worst part's).
     """
 
     def __str__(self) -> str:
@@ -49,6 +51,14 @@ class AccountantReport(dict):
                 listing.append(f"  [{unit}] {ev['name']}{times}: {ev['mechanism']}, {ev['cost']}")
         if listing:
             out += ["", "events:"] + listing
+        groups = []
+        for unit, r in self.items():
+            for g in r.get("parallel", []):
+                state = "" if g["closed"] else ", open"
+                groups.append(f"  [{unit}] {g['name']}: {g['parts']} disjoint parts, {g['num_events']} releases, "
+                              f"worst part {g['worst_part']!r} with epsilon {_fmt(g['epsilon'])} alone{state}")
+        if groups:
+            out += ["", "parallel groups (each costs its worst part):"] + groups
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, Any]:

