@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 
 from .validation import check_epsilon, check_probability
@@ -41,6 +42,12 @@ def truth_probability(*, epsilon: float | None = None, flip_probability: float |
         if not q < 1.0:
             raise ValueError(f"`epsilon` = {eps!r} is too large for randomized response: the probability of the "
                              "true bit rounds to 1 in float64 (no randomisation); use epsilon < 36")
+        # the samplers draw with this float q exactly: round it down until q / (1 - q) <= e^epsilon holds
+        # exactly (checked in 256-bit arithmetic), so the mechanism run is never above epsilon
+        with mpmath.workprec(256):
+            bound = mpmath.exp(mpmath.mpf(eps))
+            while mpmath.mpf(q) > bound * (1 - mpmath.mpf(q)):
+                q = math.nextafter(q, 0.0)
         return q
     p = check_probability(flip_probability, "flip_probability", low_open=True)
     return 1.0 - p / 2.0

@@ -185,7 +185,12 @@ def simple_undirected(edge_index: Tensor, num_nodes: int | None = None, *, symme
     if co.size(1) != ei.size(1):
         raise ValueError(f"`{name}` contains {ei.size(1) - co.size(1)} duplicate edges (or pass symmetrize=True)")
     if co.numel() and not torch.equal(co, coalesce(co.flip(0), num_nodes=n)):
-        raise ValueError(f"`{name}` is directed: every edge must appear in both directions (or pass symmetrize=True)")
+        raise ValueError(f"`{name}` is directed: every edge must appear in both directions (or pass symmetrize=True "
+                         "to use its undirected version). A NeighborLoader batch is directed and sampled from the "
+                         "private graph, so a release on it is not covered by the per-edge analysis (which edges are "
+                         "sampled depends on the other edges): release once on the whole graph (cached) and "
+                         "mini-batch only the trainable head on the released features "
+                         "(pyg_private.nn.PrecomputedPropagation)")
     return co, n
 
 

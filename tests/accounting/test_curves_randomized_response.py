@@ -101,3 +101,18 @@ def test_bounded_by_pure_epsilon(q, alpha):
 def test_invalid_arguments_raise(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_truth_probability_is_never_above_epsilon_exactly():
+    """The samplers use the float q exactly: q / (1 - q) <= e^epsilon must hold in exact arithmetic
+    (the float of 1 / (1 + e^-eps) rounds up for about half of the epsilons)."""
+    import mpmath
+
+    from pyg_private.accounting.randomized_response import truth_probability
+
+    with mpmath.workprec(256):
+        for eps in [0.1 * i for i in range(1, 300)]:
+            q = mpmath.mpf(truth_probability(epsilon=eps))
+            assert mpmath.log(q / (1 - q)) <= eps
+            # rounded down by an ulp or two of q: the ratio moves by about ulp(q) / (1 - q)
+            assert mpmath.log(q / (1 - q)) > eps - 4 * 2.0 ** -53 / (1 - q)
