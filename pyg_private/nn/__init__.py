@@ -1,9 +1,12 @@
-"""Differentially private message-passing layers and the private PPR baselines."""
+"""Differentially private message-passing layers, the private PPR baselines, and the wrapper that
+turns an existing PyG model into a private one (:class:`PrecomputedPropagation`)."""
 from .contractive_graph_layer import ContractiveGraphLayer
 from .dp_push_flow_cap import DPPushFlowCap
 from .edge_flipping_ppr import EdgeFlippingPPR
 from .gap_aggregation import GAPAggregation
 from .noisy_ppr_diffusion import NoisyPPRDiffusion
 from .perturbed_appr_conv import GCONFit, PerturbedAPPRConv
+from .precomputed_propagation import PrecomputedPropagation, precompute_propagation
 
-__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer", "GAPAggregation", "PerturbedAPPRConv", "GCONFit"]
+__all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer", "GAPAggregation",
+           "PerturbedAPPRConv", "GCONFit", "PrecomputedPropagation", "precompute_propagation"]
