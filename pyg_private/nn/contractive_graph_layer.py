@@ -6,6 +6,7 @@ from typing import Any, Literal, Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 from torch_geometric.utils import scatter
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, charge, gdp_event
@@ -305,7 +306,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         )
 
     @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
-    def forward(self, x: Tensor, edge_index: Any, x0: Optional[Tensor] = None,
+    def forward(self, x: Tensor, edge_index: Adj, x0: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None) -> Tensor:
         """Run the K perturbed hops and return :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
         if not isinstance(x, Tensor) or x.dim() != 2:
@@ -374,7 +375,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
             return (x, x0_key, batch), graph, meta
         return (), (*graph, x, x0_key), meta  # node level: a node's features are private too
 
-    def _read_graph(self, edge_index: Any, n: int) -> tuple[Tensor, Tensor]:
+    def _read_graph(self, edge_index: Adj, n: int) -> tuple[Tensor, Tensor]:
         """``(crow, col)`` of the validated undirected simple graph on the ``n`` nodes of ``x``
         (never the largest id of ``edge_index``: an id ``>= n`` raises)."""
         graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is

@@ -6,6 +6,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
 from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
 from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
@@ -180,7 +181,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
         return PushFlowGrid(g, inflated_scale(self.noise_scale, factor), inflated_scale(self.sensitivity, factor), n)
 
     @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
-    def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
+    def forward(self, x: None = None, edge_index: Optional[Adj] = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """Release the noisy push-flow PPR columns of the seeds ``[N, C]`` (computed in
         float64, returned in the default dtype like :class:`NoisyPPRDiffusion`).

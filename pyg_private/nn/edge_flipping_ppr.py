@@ -5,6 +5,7 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
 from ..accounting import (
     PrivacyAccountant,
@@ -124,7 +125,7 @@ class EdgeFlippingPPR(SeededRelease, torch.nn.Module):
         return super()._charge(None, 1)  # one randomised graph, whatever the columns
 
     @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
-    def forward(self, x: None = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
+    def forward(self, x: None = None, edge_index: Optional[Adj] = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """PPR columns ``[N, C]`` of the seeds on the randomised graph (default dtype).
 

@@ -7,6 +7,7 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch_geometric.typing import Adj
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
@@ -148,7 +149,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
                                  "sensitivity": self.sensitivity, "sampler": self.sampler, **extra})
 
     @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
-    def forward(self, x: Tensor, edge_index: Any) -> Tensor:
+    def forward(self, x: Tensor, edge_index: Adj) -> Tensor:
         """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype)."""
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")

@@ -7,6 +7,7 @@ from typing import Any, Literal, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
 from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
 from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
@@ -360,7 +361,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         return s, None, out_dtype
 
     @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
-    def forward(self, x: Optional[Tensor] = None, edge_index: Any = None, seed_index: Optional[Tensor] = None,
+    def forward(self, x: Optional[Tensor] = None, edge_index: Optional[Adj] = None, seed_index: Optional[Tensor] = None,
                 num_nodes: Optional[int] = None) -> Tensor:
         """Diffuse the seeds or signals on the private graph; returns :math:`\\mathbf{s}^{(K)}` [N, C].
 

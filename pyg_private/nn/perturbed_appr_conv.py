@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
+from torch_geometric.typing import Adj
 
 from ..accounting import PrivacyAccountant, approximate_dp_event, charge, objective_perturbation_event
 from ..accounting.approximate_minimizer import chained_guarantee, chained_profile, split_budget
@@ -204,7 +205,7 @@ class PerturbedAPPRConv(SparsePropagation):
             self.weight = torch.empty(self.out_features, self.out_channels, dtype=torch.float64)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def propagation(self, x: Tensor, edge_index: Any) -> Tensor:
+    def propagation(self, x: Tensor, edge_index: Adj) -> Tensor:
         """:math:`\\mathbf{Z}` (Eq. 11), deterministic; cached with ``cached=True``."""
         x_ball = _check_ball(x, self.in_channels)
         if self.cached and self._cache is not None:
@@ -233,7 +234,7 @@ class PerturbedAPPRConv(SparsePropagation):
             num_rows=num_rows, sensitivity=self.sensitivity, loss_constants=(c1, c2, c3),
             regularization=self.regularization, omega=self.omega)
 
-    def fit(self, x: Tensor, edge_index: Any, y: Tensor, mask: Optional[Tensor] = None,
+    def fit(self, x: Tensor, edge_index: Adj, y: Tensor, mask: Optional[Tensor] = None,
             generator: Optional[torch.Generator] = None) -> GCONFit:
         """Train the head privately on the rows in ``mask`` (all nodes when ``None``).
 
@@ -274,7 +275,7 @@ class PerturbedAPPRConv(SparsePropagation):
                           RuntimeWarning, stacklevel=2)
         return self.last_fit
 
-    def _safe_plan(self, x: Tensor, edge_index: Any, z: Tensor, cal: ObjectivePerturbationCalibration,
+    def _safe_plan(self, x: Tensor, edge_index: Adj, z: Tensor, cal: ObjectivePerturbationCalibration,
                    rows: int) -> SafeFitPlan:
         """Every public quantity of a safe fit; raises before any charge."""
         residual = None
@@ -291,7 +292,7 @@ class PerturbedAPPRConv(SparsePropagation):
                              propagation_error=eta, tol=self.tol, grid_tolerance=self.grid_tolerance,
                              granularity=self._granularity_arg)
 
-    def _inf_residual(self, x: Tensor, edge_index: Any, z: Tensor) -> float:
+    def _inf_residual(self, x: Tensor, edge_index: Adj, z: Tensor) -> float:
         """Largest residual :math:`|H - (1-\\alpha)\\tilde AH - \\alpha X|` of the ``steps=inf`` blocks of ``z``."""
         x_ball = _check_ball(x, self.in_channels)
         s, d1 = len(self.steps), self.in_channels
@@ -303,7 +304,7 @@ class PerturbedAPPRConv(SparsePropagation):
                 worst = max(worst, float(((1.0 + self.alpha) * h - step - self.alpha * x_ball).abs().max()))
         return worst
 
-    def _fit_safe(self, x: Tensor, edge_index: Any, z_all: Tensor, mask: Tensor, targets: Tensor,
+    def _fit_safe(self, x: Tensor, edge_index: Adj, z_all: Tensor, mask: Tensor, targets: Tensor,
                   cal: ObjectivePerturbationCalibration, params: dict, generator: Optional[torch.Generator]):
         """The safe fit (class docstring): plan, charge, coupled noise, certified solve, grid release."""
         check_sampler_options(self.sampler, self.secure_mode, generator, granularity=self._granularity_arg)
@@ -342,7 +343,7 @@ class PerturbedAPPRConv(SparsePropagation):
         self.granularity = plan.granularity
         return release_on_grid(theta, plan, source), sol, True
 
-    def forward(self, x: Tensor, edge_index: Any, mode: Literal["private", "public"] = "private") -> Tensor:
+    def forward(self, x: Tensor, edge_index: Adj, mode: Literal["private", "public"] = "private") -> Tensor:
         """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head, computed in float64 and
         returned in ``x``'s floating dtype (float64 for other inputs); the head may have been cast
         (``layer.float()``), which rounds the released values (post-processing)."""
