@@ -33,6 +33,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
+from ._shared_ledger import SharedLedgerCopy
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_epsilon
 from ..mechanisms._noise import check_generator
@@ -80,7 +81,7 @@ def _as_bound(value: Any, name: str) -> float | Tensor:
     return t
 
 
-class LocalFeatureRelease(BaseTransform):
+class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
     r"""Base of the local-DP feature transforms (not for direct use).
 
     Subclasses set :attr:`mechanism` and implement :meth:`_num_coordinates`,

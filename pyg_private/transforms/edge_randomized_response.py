@@ -10,6 +10,7 @@ from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
+from ._shared_ledger import SharedLedgerCopy
 from ..accounting import (
     PrivacyAccountant,
     PrivacyEvent,
@@ -30,7 +31,7 @@ _MARK = "edge_randomized_response"
 
 
 @functional_transform("edge_randomized_response")
-class EdgeRandomizedResponse(BaseTransform):
+class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
     r"""Replace the graph by randomized response on its adjacency matrix
     (functional name: :obj:`edge_randomized_response`).
 
