@@ -2,6 +2,7 @@
 
 The chains have nodes of degree one, so the only valid declaration is ``min_degree=0``.
 """
+import dataclasses
 import math
 
 import pytest
@@ -150,7 +151,30 @@ def test_head_blocks_and_use_x0(chain, monkeypatch):
         seen.clear()
         run_caribou(chain, CaribouConfig(method, K=3, use_x0=use_x0, **raw), epsilon=4.0, delta=1e-2, min_degree=0,
                     seed=0)
-        assert seen[-1] == expected, (method, use_x0)
+        private_head = seen[-2] if method != "mlp" else seen[-1]  # then the edge-free candidate on X0
+        assert private_head == expected, (method, use_x0)
+        if method != "mlp":
+            assert seen[-1] == ("MLP", 5, 0)
+
+
+def test_the_edge_free_head_is_a_candidate_of_the_validation_selection(chain, monkeypatch):
+    """A private head worse on validation than the head on X0 alone is replaced by it (and the
+    result says so); the release is still charged once. Node level keeps the private head."""
+    import pyg_private.models.caribou as recipe
+
+    scores = iter([0.2, 0.7])  # private head's validation accuracy, then the edge-free head's
+    real = recipe.accuracy
+    monkeypatch.setattr(recipe, "accuracy", lambda model, z, y, mask: next(scores, None) or real(model, z, y, mask))
+    config = CaribouConfig("caribou", K=3, contraction=0.9, encoder_dim=4, hidden=8, **FAST)
+    result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=0, seed=0)
+    assert result.candidate == "edge-free" and result.val_accuracy == 0.7 and len(result.accountant) == 1
+    assert result.model.layer is None  # inference uses X0 alone: no new release
+    monkeypatch.setattr(recipe, "accuracy", real)
+    kept = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=0, seed=0)
+    assert kept.candidate in ("private", "edge-free")
+    off = run_caribou(chain, dataclasses.replace(config, edge_free_candidate=False), epsilon=2.0, delta=1e-2,
+                      min_degree=0, seed=0)
+    assert off.candidate == "private" and off.model.layer is not None
 
 
 def test_trained_model_reuses_the_cached_release_and_charges_a_new_graph(chain):
