@@ -164,19 +164,12 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     (matching public inputs); call :meth:`reset_parameters` before using a loaded model on another
     graph.
 
-    **Module protocols.** ``copy.deepcopy`` shares the accountant and the generator (one ledger for the
-    data, no duplicated noise stream) and keeps the cache. ``pickle`` and ``torch.save(module)`` keep
-    the cached release as the state dict does (without the graph) and a copy of the accountant, but not
-    the generator, whose state would let anyone holding the file recompute the noise (pass one again
-    after loading). ``torch.compile`` works: ``forward`` is excluded from tracing
-    (``torch.compiler.disable``), so the release runs eagerly and is charged once per new release while
-    the rest of the model compiles around it. ``torch.jit.script`` raises a ``RuntimeError`` on purpose:
-    a TorchScript module runs without Python, but every release must first register its event with the
-    Python accountant (which enforces the budget before any noise is drawn) and draws its noise from
-    exact integer samplers written in Python (rational arithmetic, the operating system's CSPRNG), and
-    the graph argument is a union of ``edge_index``, ``SparseTensor`` and ``torch.sparse``. Script the
-    rest of the model on the cached release instead (``out = layer(x, edge_index)`` once, then a
-    scripted head on ``out``).
+    **Module protocols** (as for every release layer): ``copy.deepcopy`` shares the accountant and the
+    generator and keeps the cache; ``pickle`` and ``torch.save(module)`` keep the release without the
+    graph and drop the generator (its state would let the file's holder recompute the noise);
+    ``torch.compile`` works, the release running eagerly (``torch.compiler.disable``);
+    ``torch.jit.script`` raises on purpose: the release registers with the Python accountant and draws
+    exact noise in Python. Script the rest of the model on the cached release instead.
 
     Args:
         K (int): number of hops. (default: :obj:`1`)
