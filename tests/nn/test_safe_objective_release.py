@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from torch_geometric.utils import erdos_renyi_graph, to_undirected
 
 import pyg_private.nn.perturbed_appr_conv as gcon_module
 from pyg_private import PrivacyAccountant
@@ -21,16 +20,7 @@ from pyg_private.mechanisms.randomness import RandomSource
 from pyg_private.nn import PerturbedAPPRConv
 from pyg_private.utils.newton_solver import gradient_norm_bound, solve_separable_ridge
 from pyg_private.utils.separable_loss import SeparableLoss
-
-
-def _graph(n=40, f=6, c=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    ei = to_undirected(erdos_renyi_graph(n, 0.15), num_nodes=n)
-    x = torch.randn(n, f, generator=g, dtype=torch.float64)
-    x = x / x.norm(dim=1, keepdim=True)
-    y = torch.randint(c, (n,), generator=g)
-    return x, ei, y
+from test_perturbed_appr_conv import _graph  # the same small graph
 
 
 @pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-6), (1.0, 1e-5), (8.0, 1e-3)])
