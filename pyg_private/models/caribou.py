@@ -25,7 +25,9 @@ composition meets ``(epsilon, delta)`` (GAP's joint calibration).
 **What the node-level guarantee covers.** ``data`` is a fixed, public universe of
 ``num_nodes`` nodes (``data.num_nodes`` must equal it) with public masks. A node-level
 neighbour removes one node: its slot stays, with a zero feature row and no edges (its label
-is then unused). The pipeline treats such a slot as **absent**: it is no DP-SGD example of
+is then unused). The pipeline treats such a slot as **absent**, and so every node whose own feature row is zero
+(whatever its edges, so that removing a neighbour never changes another node's status): it is no
+DP-SGD example of
 the encoder or the head (the Poisson rate, step count and gradient averaging come from the
 public size of ``train_mask``, not from the number of present nodes), its embedding row is
 zeroed before the aggregation, and
@@ -158,9 +160,8 @@ class CaribouModel:
         """Class scores of every node of the graph ``(x, edge_index)`` (at node level: of every
         slot of the universe; absent slots, zero rows without edges, get zero embeddings)."""
         absent = None
-        if self.level == "node":
-            n = x.size(0)
-            absent = ~present_nodes(torch.bincount(simple_undirected(edge_index, n)[0][0], minlength=n), x)
+        if self.level == "node":  # as in training: a node without features gets a zero row
+            absent = ~(x != 0).flatten(1).any(dim=1)
         x = x.float()
         if self.encoder is not None:
             self.encoder.eval()
@@ -287,8 +288,12 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     node_private = private and level == "node"
     num_train = int(data.train_mask.sum())  # public: the split's size over the node universe
     train, val, test = data.train_mask, data.val_mask, data.test_mask
+    own = (data.x != 0).flatten(1).any(dim=1)  # a node's own data decides whether it is an example
     if node_private:  # absent nodes are no examples and are not evaluated
-        train, val, test = train & present, val & present, test & present
+        # the examples and the zeroed rows follow the node's *own* features, never its edges: a
+        # zero-feature node kept "present" by one neighbour would otherwise turn absent when that
+        # neighbour is removed, changing two DP-SGD examples and its own row of X0
+        train, val, test = train & own, val & own, test & own
     sigma = node_level_noise_multiplier(epsilon=epsilon, delta=delta, config=config,
                                         num_train=num_train) if node_private else 0.0
 
@@ -309,7 +314,7 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
             x = encoder(x)
     x0 = l2_row_normalize(x.detach(), mode=config.normalize)
     if node_private:
-        x0[~present] = 0.0  # an absent node is a zero row without edges
+        x0[~own] = 0.0  # a node without features has a zero row (an absent node also has no edges)
 
     # 3. the aggregation, computed once
     noise_std = 0.0

@@ -210,3 +210,47 @@ def test_node_level_calibration_matches_opacus_sampling_rate(chain):
     assert rates == {1 / math.ceil(num_train / batch)}
     assert result.accountant.epsilon("node", 1e-3) == pytest.approx(4.0, rel=1e-3)
     assert result.accountant.epsilon("node", 1e-3) <= 4.0 * (1 + 1e-6)
+
+
+def test_node_level_examples_follow_each_nodes_own_data(monkeypatch):
+    """A zero-feature node u whose only neighbour is v: removing v (its slot zeroed, its edges gone)
+    must change the DP-SGD examples by v alone and must not change u's row of X0."""
+    import pyg_private.models.caribou as recipe
+    from torch_geometric.data import Data
+
+    n = 8
+    edges = torch.tensor([[0, 1], [1, 2], [2, 3], [4, 5], [5, 6], [6, 7], [3, 4]]).T
+    x = torch.rand(n, 3) + 0.1
+    x[0] = 0.0  # u = 0: no features, one neighbour v = 1
+    y = torch.arange(n) % 2
+    mask = torch.ones(n, dtype=torch.bool)
+
+    def run(data):
+        masks, rows = [], []
+        real = recipe.fit_dp_sgd
+
+        def spy(model, features, y, mask, **kwargs):
+            masks.append(mask.clone())
+            rows.append(features.clone())
+            return real(model, features, y, mask, **kwargs)
+
+        monkeypatch.setattr(recipe, "fit_dp_sgd", spy)
+        config = CaribouConfig("caribou", K=1, contraction=0.9, encoder_dim=2, hidden=4, epochs=1, batch_size=8,
+                               edge_free_candidate=False)  # q = 1: a fast calibration
+        run_caribou(data, config, epsilon=8.0, delta=1e-3, level="node", min_degree=0, max_degree=3, num_nodes=n,
+                    num_classes=2, seed=0)
+        monkeypatch.setattr(recipe, "fit_dp_sgd", real)
+        return masks, rows
+
+    ei = torch.cat([edges, edges.flip(0)], dim=1)
+    full = Data(x=x, edge_index=ei, y=y, train_mask=mask, val_mask=mask, test_mask=mask)
+    keep = (ei != 1).all(dim=0)
+    x_minus = x.clone()
+    x_minus[1] = 0.0
+    minus = Data(x=x_minus, edge_index=ei[:, keep], y=y, train_mask=mask, val_mask=mask, test_mask=mask)
+    (enc_a, head_a), (_, head_rows_a) = run(full)
+    (enc_b, head_b), (_, head_rows_b) = run(minus)
+    for a, b in ((enc_a, enc_b), (head_a, head_b)):
+        assert int((a ^ b).sum()) == 1 and bool((a ^ b)[1])  # v alone changes status
+        assert not bool(a[0]) and not bool(b[0])  # u is never an example
+    assert not bool(head_rows_a[0, :2].any()) and not bool(head_rows_b[0, :2].any())  # u's X0 row: zero in both
