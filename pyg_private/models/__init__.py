@@ -27,3 +27,7 @@ from .privge import (PrivGEConfig, PrivGEResult, privge_grid, run_privge_link, r
                      search_privge)
 
 __all__ += ["PrivGEConfig", "PrivGEResult", "privge_grid", "run_privge_node", "run_privge_link", "search_privge"]
+from .progap import (ProGAPConfig, ProGAPModel, ProGAPResult, progap_noise_multiplier, run_progap,  # noqa: E402
+                     search_progap)
+
+__all__ += ["ProGAPConfig", "ProGAPResult", "ProGAPModel", "progap_noise_multiplier", "run_progap", "search_progap"]

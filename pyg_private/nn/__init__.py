@@ -7,6 +7,8 @@ from .gap_aggregation import GAPAggregation
 from .noisy_ppr_diffusion import NoisyPPRDiffusion
 from .perturbed_appr_conv import GCONFit, PerturbedAPPRConv
 from .precomputed_propagation import PrecomputedPropagation, precompute_propagation
+from .progap_aggregation import ProGAPAggregation, sum_aggregation_node_sensitivity
 
 __all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer", "GAPAggregation",
-           "PerturbedAPPRConv", "GCONFit", "PrecomputedPropagation", "precompute_propagation"]
+           "PerturbedAPPRConv", "GCONFit", "PrecomputedPropagation", "precompute_propagation", "ProGAPAggregation",
+           "sum_aggregation_node_sensitivity"]

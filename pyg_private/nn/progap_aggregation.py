@@ -1,0 +1,173 @@
+r"""ProGAP's perturbed aggregation: one noisy sum of unit rows per stage, at edge or node level."""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event
+from ..accounting.validation import check_positive_int
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.degree_bounds import check_declared_bounds
+from ._call_checks import reject_grad_input
+from ._grid_gaussian import plan_grid
+from .gap_aggregation import EDGE_SENSITIVITY, GAPAggregation
+
+__all__ = ["ProGAPAggregation", "sum_aggregation_node_sensitivity"]
+
+
+def sum_aggregation_node_sensitivity(max_degree: int) -> float:
+    r"""Node-level :math:`\ell_2` (Frobenius) sensitivity of :math:`\mathbf{A}\mathbf{H}` (sum
+    aggregation, no self-loops) over a **fixed node universe**, for rows of :math:`\mathbf{H}`
+    in the unit ball: :math:`\sqrt{D(D + 1)}` with :math:`D` = ``max_degree``.
+
+    Removing node :math:`v` (its :math:`d_v \le D` edges; its row of the release stays, without
+    edges) changes row :math:`w` of each neighbour by :math:`\mathbf{h}_v` (norm :math:`\le 1`) and
+    row :math:`v` from :math:`\sum_{u \in N(v)} \mathbf{h}_u` (norm :math:`\le d_v`) to zero, so
+    :math:`\|\Delta\|_F^2 \le d_v + d_v^2`; equal unit rows attain it. The other rows of
+    :math:`\mathbf{H}` are the same on both sides when each is a function of its own node's data
+    and of earlier releases (ProGAP's stages). GAP and ProGAP (Sajadmanesh et al. 2023, 2024)
+    state :math:`\sqrt D`, which leaves out row :math:`v`: in their analysis the removed node's
+    output row disappears with it; here the output has one row per node of the universe, so it
+    is released and counted.
+    """
+    d = check_positive_int(max_degree, "max_degree")
+    return math.sqrt(d * (d + 1.0))
+
+
+class ProGAPAggregation(GAPAggregation):
+    r"""One perturbed aggregation of ProGAP, from `"ProGAP: Progressive Graph Neural Networks with
+    Differential Privacy Guarantees" <https://arxiv.org/abs/2304.08928>`_ (Sajadmanesh and
+    Gatica-Perez, WSDM 2024, Sec. 4), the one-hop aggregation perturbation of GAP (Sajadmanesh et
+    al., USENIX Security 2023) run once per stage:
+
+    .. math::
+        \tilde{\mathbf{A}} = \mathrm{normalize}\big(\mathbf{A}\,\mathrm{normalize}(\mathbf{H})
+        + \mathbf{Z}\big), \qquad \mathbf{Z} \sim \mathcal{N}(0, (\sigma\Delta)^2 \mathbf{I}),
+
+    sum aggregation over the neighbours (no self-loop), rows normalised to unit length before and
+    after. The output is :math:`[\mathrm{normalize}(\mathbf{H}) \,\|\, \tilde{\mathbf{A}}]`
+    (:class:`GAPAggregation` with ``K=1``). One forward is one Gaussian mechanism, a
+    :math:`\mu = 1/\sigma`-GDP event on unit ``level``, registered before any noise is drawn.
+
+    **Edge level** (``level="edge"``): :math:`\Delta = \sqrt2` (one undirected edge adds a unit
+    row to two rows of the sum); nothing is declared.
+
+    **Node level** (``level="node"``): :math:`\Delta = \sqrt{D(D+1)}` with :math:`D` =
+    ``max_degree`` (:func:`sum_aggregation_node_sensitivity`), over the fixed universe of the
+    ``x.size(0)`` nodes (an absent node is a row without edges; ``num_nodes``, if given, is
+    checked against it). ``max_degree`` is a **public** declared bound, checked against the
+    input before anything is charged (bound the degrees first); the guarantee is stated over the
+    graphs that satisfy it. The bound holds when every row of ``x`` other than the removed
+    node's is the same in both neighbouring datasets, i.e. ``x`` is computed row by row from each
+    node's own data and earlier releases, as in ProGAP: the caller's responsibility.
+    Features are private at node level, so a cached release is keyed on them in memory only, and
+    the saved state holds neither a fingerprint of them (only their shape and dtype) nor the block
+    :math:`\mathrm{normalize}(\mathbf{H})`, which is recomputed from the caller's ``x``: only the noisy
+    aggregation :math:`\tilde{\mathbf{A}}` is stored.
+
+    Noise, caching, saving and the module protocols are those of :class:`GAPAggregation`
+    (``sampler="safe"``: the rounded sum plus exact rounded Gaussian noise on a power-of-two grid,
+    the inflated sensitivity charged).
+
+    Args:
+        level (str): ``"edge"`` or ``"node"``. (default: ``"edge"``)
+        max_degree (int, optional): public bound on every degree (node level).
+        num_nodes (int, optional): the universe's size (node level; default: ``x.size(0)``).
+        noise_multiplier, epsilon, delta, accountant, cached, symmetrize, generator, name, sampler,
+            secure_mode, grid_tolerance: as in :class:`GAPAggregation`.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
+        - **output:** :math:`(|\mathcal{V}|, 2F)`
+    """
+
+    def __init__(self, *, level: str = "edge", max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
+                 noise_multiplier: Optional[float] = None, epsilon: Optional[float] = None,
+                 delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = True,
+                 symmetrize: bool = False, generator: Optional[torch.Generator] = None,
+                 name: str = "progap_aggregation", sampler: str = "safe", secure_mode: Optional[bool] = None,
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
+        if level not in ("edge", "node"):
+            raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
+        if level == "node":
+            if max_degree is None:
+                raise ValueError("node level needs `max_degree`, a public bound on every node's degree (bound the "
+                                 "degrees before the release, e.g. by sampling at most max_degree edges per node)")
+            sensitivity = sum_aggregation_node_sensitivity(max_degree)
+            if num_nodes is not None:
+                check_positive_int(num_nodes, "num_nodes")
+        else:
+            if max_degree is not None or num_nodes is not None:
+                raise ValueError("`max_degree` and `num_nodes` are node-level bounds; the edge-level release uses "
+                                 "no declared bound")
+            sensitivity = EDGE_SENSITIVITY
+        super().__init__(1, noise_multiplier=noise_multiplier, epsilon=epsilon, delta=delta, accountant=accountant,
+                         cached=cached, symmetrize=symmetrize, generator=generator, name=name, sampler=sampler,
+                         secure_mode=secure_mode, grid_tolerance=grid_tolerance)
+        self.level = level
+        self.max_degree = None if max_degree is None else int(max_degree)
+        self.num_nodes = None if num_nodes is None else int(num_nodes)
+        self.sensitivity = sensitivity
+
+    @property
+    def _release_unit(self) -> str:
+        return self.level
+
+    def event(self, grid: Optional[tuple[float, float]] = None) -> PrivacyEvent:
+        """The :math:`\\mu = 1/\\sigma`-GDP event one new release registers on unit ``level``."""
+        extra = {} if grid is None else {"granularity": grid[0], "grid_sensitivity": grid[1]}
+        bounds = {} if self.level == "edge" else {"max_degree": self.max_degree}
+        return gdp_event(unit=self.level, mu=self.mu, name=self.name, mechanism="progap_aggregation",
+                         params={"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity,
+                                 "sampler": self.sampler, **bounds, **extra})
+
+    @torch.compiler.disable  # the release runs eagerly, as GAPAggregation's
+    def forward(self, x: Tensor, edge_index: Any) -> Tensor:
+        """Return ``[normalize(x) || normalize(A normalize(x) + Z)]``, ``[N, 2F]`` (detached, input dtype)."""
+        if self.level == "edge":
+            return super().forward(x, edge_index)
+        if not isinstance(x, Tensor) or x.dim() != 2:
+            raise ValueError("`x` must be a node feature matrix of shape [N, F]")
+        reject_grad_input(type(self).__name__, x, self.training)
+        if not torch.isfinite(x).all():
+            raise ValueError("`x` contains NaN or infinite values")
+        ei, n = adjacency_to_edge_index(edge_index, x.size(0))
+        if n != x.size(0):
+            raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
+        ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
+        degree = torch.bincount(ei[0], minlength=n)
+        check_declared_bounds(degree, level="node", min_degree=0, max_degree=self.max_degree,
+                              num_nodes=n if self.num_nodes is None else self.num_nodes)  # before any charge
+        out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        key = (), (ei, x), (n, x.size(1), str(x.dtype), "node")  # node level: the features are private too
+        own = F.normalize(x.detach().to(torch.float64), dim=-1)  # the caller's own input, never stored
+        reused = self._cached_release(*key, device=x.device, dtype=torch.float64)
+        if reused is not None:
+            return torch.cat([own, reused], dim=-1).to(out_dtype)
+        grid, source = None, None
+        if self.noise_multiplier > 0 and self.sampler == "safe":
+            grid = plan_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity,
+                             dim=x.numel(), value_bound=float(max(n, 1)), tolerance=self.grid_tolerance)
+            source = RandomSource(x.device, generator=self.generator,
+                                  secure=resolve_secure_mode(self.secure_mode, self.generator))
+        event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
+        self.granularity = None if grid is None else grid[0]
+        out = self._hops(ei, x.detach().to(torch.float64), grid, source)[:, x.size(1):]
+        self._keep_release(out, *key, event=event, granularity=self.granularity)  # the noisy block only
+        return torch.cat([own, out], dim=-1).to(out_dtype)
+
+    def _release_settings(self) -> dict[str, Any]:
+        return {**super()._release_settings(), "level": self.level, "max_degree": self.max_degree,
+                "num_nodes": self.num_nodes}
+
+    def __repr__(self) -> str:
+        target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
+        bound = "" if self.level == "edge" else f", max_degree={self.max_degree}"
+        return (f"{self.__class__.__name__}(level={self.level!r}{bound}, noise_multiplier={self.noise_multiplier:.6g}"
+                f"{target}, sampler={self.sampler!r}, cached={self.cached})")
