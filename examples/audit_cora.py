@@ -29,7 +29,22 @@ public under edge-level DP; they are projected to 64 dimensions by a fixed rando
 (public post-processing) to keep the audit fast. Seeded generators make the runs
 reproducible, which voids the guarantee of the released numbers (fine for an audit).
 
-    PYG_PRIVATE_DATA=... python examples/audit_cora.py [--quick] [--out outputs/audit_cora]
+**Any dataset** (``--dataset``, see ``example_data.py``). A graph without a public split gets
+20 training nodes per class (the rule of ``gcon_common.split_sizes``) for the trained GCN. The
+bounds are public rules: ContractiveGraphLayer declares ``min_degree=1`` with the degree floor
+(valid for every graph, isolated nodes included). The node-level membership experiment declares
+``max_degree`` = the largest degree of the **full** graph: in this experiment the full graph is
+the public universe the members are drawn from (the attacker queries it), the private data is
+the member set, and every member subgraph satisfies the bound; ``--max-degree`` declares another
+(a smaller one is refused by the layer before any release).
+
+``--quick`` (75-85 s on one thread): 200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges,
+100 training epochs. ``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20),
+4 attack edges, 10 training epochs (5 for the LinkTeller GCN). Rows go to the CSV as they
+finish; progress bars (stderr) follow the LinkTeller queries, the canary releases and the
+membership models.
+
+    PYG_PRIVATE_DATA=... python examples/audit_cora.py [--quick] [--out outputs/audit_cora] [--dataset CiteSeer]
 """
 from __future__ import annotations
 
@@ -46,13 +61,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import APPNP, GCNConv
 
-from example_io import write_csv
+from example_data import add_dataset_argument, file_stem, load_or_exit, spec
+from example_io import CsvWriter, progress, say
+from gcon_common import split_sizes
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting import UntrackedPrivacyWarning
 from pyg_private.audit import (canary_edge_audit, insert_edges, linear_canary_score, linkteller_attack, member_split,
                                member_subgraph, membership_scores, one_run_audit, sample_attack_nodes, sample_canary_pairs,
                                threshold_attack)
-from pyg_private.datasets import load_cora
+from pyg_private.datasets import attach_split, per_class_split
 from pyg_private.models import CaribouConfig, fit_full_batch, run_caribou
 from pyg_private.nn import ContractiveGraphLayer, NoisyPPRDiffusion, PerturbedAPPRConv
 from pyg_private.utils.newton_solver import solve_separable_ridge
@@ -226,19 +243,36 @@ def run_linkteller(target: Target, edge_index: Tensor, nodes: Tensor, x: Tensor)
     acct = PrivacyAccountant() if target.private else None
     queries = 1 + nodes.numel()
     query, covered = target.linkteller_query(edge_index, queries, acct)
-    res = linkteller_attack(query, x, edge_index, nodes)
+    res = linkteller_attack(_ticking(query, queries, f"  {target.name} eps={target.epsilon:g} LinkTeller queries"),
+                            x, edge_index, nodes)
     claimed = acct.epsilon("edge", target.delta) if acct is not None else math.inf
     return Row(target.name, claimed, "LinkTeller", res.auc, queries=res.queries, covered=covered,
                seconds=time.perf_counter() - t0)
 
 
+def _ticking(fn: Callable, total: int, desc: str) -> Callable:
+    """``fn`` with a progress bar that advances at every call (closed after ``total`` calls)."""
+    bar = progress(total=total, desc=desc)
+
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        bar.update(1)
+        if bar.n >= total:
+            bar.close()
+        return out
+
+    return call
+
+
 def run_canaries(target: Target, edge_index: Tensor, canaries: Tensor, score, runs: int) -> Row:
     t0 = time.perf_counter()
     accountants: list[PrivacyAccountant] = []
+    bar = progress(total=runs, desc=f"  {target.name} eps={target.epsilon:g} canary releases")
 
     def release(ei: Tensor) -> Tensor:
         acct = PrivacyAccountant() if target.private else None
         out = target.release(ei, acct)
+        bar.update(1)
         if acct is not None:
             if len(acct.events) != 1:
                 raise AssertionError(f"{target.name}: {len(acct.events)} events for one release")
@@ -249,6 +283,7 @@ def run_canaries(target: Target, edge_index: Tensor, canaries: Tensor, score, ru
                               canaries=canaries, delta=target.delta if target.private else 0.0,
                               guesses=runs * canaries.size(1),  # one pre-registered count: no split
                               confidence=CONFIDENCE, generator=torch.Generator().manual_seed(7))
+    bar.close()
     claimed = max(a.epsilon("edge", target.delta) for a in accountants) if accountants else math.inf
     return Row(target.name, claimed, "canary edges", audit.auc, lower_bound=audit.epsilon, ceiling=audit.ceiling,
                canaries=audit.canaries, seconds=time.perf_counter() - t0)
@@ -265,9 +300,11 @@ def strongest_canary(noiseless: Callable[[Tensor], Tensor], edge_index: Tensor, 
     return candidates[:, best:best + 1]
 
 
-def run_membership(data, epsilons, seed: int, epochs: int) -> list[Row]:
-    """Train on the members' induced subgraph, query on the full graph, loss-threshold attack."""
+def run_membership(data, epsilons, seed: int, epochs: int, max_degree: int) -> list[Row]:
+    """Train on the members' induced subgraph, query on the full graph, loss-threshold attack.
+    ``max_degree`` is the declared public bound of the node-level layer (see the module notes)."""
     rows = []
+    bar = progress(total=2 + len(epsilons), desc="membership models (GCN, MLP, CARIBOU per eps)")
     members = member_split(data.num_nodes, generator=torch.Generator().manual_seed(seed))
     nonmembers = ~members
     sub = member_subgraph(data, members)
@@ -289,17 +326,18 @@ def run_membership(data, epsilons, seed: int, epochs: int) -> list[Row]:
     gcn = train_gcn(sub, sub.edge_index, everyone, seed, epochs=epochs)
     with torch.no_grad():
         rows.append(attack("PyG GCN (non-private)", gcn(data.x, data.edge_index), math.inf))
+    bar.update(1)
     torch.manual_seed(seed)
     mlp = torch.nn.Sequential(torch.nn.Linear(data.num_features, 64), torch.nn.ReLU(),
                               torch.nn.Linear(64, num_classes))
     fit_full_batch(mlp, sub.x, sub.y, everyone, epochs=epochs, lr=0.01)
     with torch.no_grad():
         rows.append(attack("MLP (non-private)", mlp(data.x), math.inf))
+    bar.update(1)
 
     # CARIBOU at node level: DP-SGD encoder and head, ContractiveGraphLayer at level "node", on the
-    # fixed universe of Cora's nodes: non-members are absent slots (zero feature rows, no edges), so
-    # every release has one row per slot; max_degree (Cora's largest degree) holds for every subgraph
-    max_degree = int(torch.bincount(data.edge_index[0]).max())
+    # fixed universe of the graph's nodes: non-members are absent slots (zero feature rows, no edges),
+    # so every release has one row per slot; the declared max_degree holds for every member subgraph
     keep = members[data.edge_index[0]] & members[data.edge_index[1]]
     universe = data.clone()
     universe.x = data.x * members.unsqueeze(1).to(data.x.dtype)
@@ -309,86 +347,115 @@ def run_membership(data, epsilons, seed: int, epochs: int) -> list[Row]:
     config = CaribouConfig("caribou", K=2, contraction=0.9, encoder_dim=16, hidden=64, epochs=epochs // 4,
                            lr=1e-2, batch_size=256, use_x0=False)
     for eps in epsilons:
-        result = run_caribou(universe, config, epsilon=eps, delta=delta, level="node", min_degree=0,
-                             max_degree=max_degree, num_nodes=data.num_nodes, seed=seed)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Secure RNG turned off")  # Opacus: seeded on purpose
+            result = run_caribou(universe, config, epsilon=eps, delta=delta, level="node", min_degree=0,
+                                 max_degree=max_degree, num_nodes=data.num_nodes, seed=seed,
+                                 num_classes=num_classes)
         logits = result.model.logits(data.x, data.edge_index)  # test-on-full: a new release, charged
         claimed = result.accountant.epsilon("node", delta) if math.isfinite(eps) else math.inf
         rows.append(attack("CARIBOU (node level)", logits, claimed))
+        bar.update(1)
+    bar.close()
     return rows
 
 
 # ----------------------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS))
+    add_dataset_argument(parser, "Cora")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=None, help="default: 1 4 inf (--smoke: 1 inf)")
     parser.add_argument("--canaries", type=int, default=500, help="disjoint canary pairs per run")
     parser.add_argument("--runs", type=int, default=8, help="independent canary runs (pooled)")
     parser.add_argument("--gcon-runs", type=int, default=2000, help="PerturbedAPPRConv: releases of one canary")
     parser.add_argument("--attack-edges", type=int, default=100, help="LinkTeller: edges whose endpoints are S")
+    parser.add_argument("--max-degree", type=int, default=None,
+                        help="the node-level bound of the membership experiment (default: the largest degree "
+                             "of the full graph, the public universe here; see the module notes)")
     parser.add_argument("--quick", action="store_true", help="200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges")
+    parser.add_argument("--smoke", action="store_true", help="a tiny audit end to end (the tests)")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default="outputs/audit_cora")
+    parser.add_argument("--out", default=None, help="default: outputs/audit_<dataset>")
     args = parser.parse_args()
+    epochs = 200
     if args.quick:
-        args.canaries, args.runs, args.gcon_runs, args.attack_edges = 200, 2, 200, 40
+        args.canaries, args.runs, args.gcon_runs, args.attack_edges, epochs = 200, 2, 200, 40, 100
+    if args.smoke:
+        args.canaries, args.runs, args.gcon_runs, args.attack_edges, epochs = 20, 1, 20, 4, 10
+    epsilons = args.epsilons or ([1.0, math.inf] if args.smoke else list(EPSILONS))
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", UntrackedPrivacyWarning)
 
-    data = load_cora()
+    data = load_or_exit(parser, args.dataset)
+    name = spec(args.dataset).label
+    out = args.out or os.path.join("outputs", f"audit_{file_stem(args.dataset)}")
+    if getattr(data, "train_mask", None) is None:  # no public split: 20 per class (or the scaled rule)
+        sizes = [c for c in torch.bincount(data.y).tolist() if c > 0]
+        data = attach_split(data, per_class_split(data.y, *split_sizes(data.num_nodes, sizes), seed=0))
     n, ei = data.num_nodes, data.edge_index
     delta = 1.0 / (ei.size(1) // 2)
+    max_degree = args.max_degree
+    if max_degree is None:  # the public universe's bound (the full graph is public in this experiment)
+        max_degree = int(torch.bincount(ei[0], minlength=n).max()) if ei.numel() else 0
     proj = torch.randn(data.num_features, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     x = data.x.double() @ proj
     x = 0.5 * x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)  # inside the unit ball, public
-    print(f"Cora: {n} nodes, {ei.size(1) // 2} undirected edges; delta = 1/|E| = {delta:.3g}; "
-          f"{args.canaries} canaries x {args.runs} runs; LinkTeller on the endpoints of {args.attack_edges} edges; "
-          f"confidence {CONFIDENCE}")
+    say(f"{name}: {n} nodes, {ei.size(1) // 2} undirected edges; delta = 1/|E| = {delta:.3g}; "
+        f"{args.canaries} canaries x {args.runs} runs; LinkTeller on the endpoints of {args.attack_edges} edges; "
+        f"confidence {CONFIDENCE}; membership: declared max_degree {max_degree}")
 
     nodes = sample_attack_nodes(ei, n, args.attack_edges, generator=torch.Generator().manual_seed(1))
     canaries = sample_canary_pairs(ei, n, args.canaries, generator=torch.Generator().manual_seed(2))
     rows: list[Row] = []
+    writer = CsvWriter(os.path.join(out, f"audit_{file_stem(args.dataset)}.csv"))
+
+    def emit(new: list[Row]) -> None:
+        _print(new)
+        rows.extend(new)
+        for r in new:
+            writer.write(_csv_row(r))
 
     # the PyG references: a trained GCN (LinkTeller's original target) and APPNP's propagation
     t0 = time.perf_counter()
-    gcn = train_gcn(data, ei, data.train_mask, seed=0)
-    res = linkteller_attack(lambda f: gcn(f, ei), data.x, ei, nodes)
-    rows.append(Row("PyG GCN (trained)", math.inf, "LinkTeller", res.auc, queries=res.queries,
-                    seconds=time.perf_counter() - t0))
+    gcn = train_gcn(data, ei, data.train_mask, seed=0, epochs=5 if args.smoke else 200)
+    queries = 1 + nodes.numel()
+    res = linkteller_attack(_ticking(lambda f: gcn(f, ei), queries, "  PyG GCN LinkTeller queries"), data.x, ei, nodes)
+    new = [Row("PyG GCN (trained)", math.inf, "LinkTeller", res.auc, queries=res.queries,
+               seconds=time.perf_counter() - t0)]
     appnp = APPNP(K=10, alpha=0.1)
-    res = linkteller_attack(lambda f: appnp(f, ei), x, ei, nodes)
-    rows.append(Row("PyG APPNP (K=10)", math.inf, "LinkTeller", res.auc, queries=res.queries))
-    _print(rows[-2:])
+    res = linkteller_attack(_ticking(lambda f: appnp(f, ei), queries, "  PyG APPNP LinkTeller queries"), x, ei, nodes)
+    new.append(Row("PyG APPNP (K=10)", math.inf, "LinkTeller", res.auc, queries=res.queries))
+    emit(new)
 
-    for cls in TARGETS:
-        direction_cache = None  # the noiseless canary effects do not depend on epsilon
-        for i, eps in enumerate(args.epsilons):
-            target = cls(x, data.y, n, eps, delta, seed=3 + i)  # fresh noise per epsilon
-            link_x = target.signal if isinstance(target, NoisyPPR) else x
-            new = [run_linkteller(target, ei, nodes, link_x)]
-            if isinstance(target, GCON):
-                # the head is one global matrix: many canaries in one release drown each other, so
-                # GCON gets one canary (the candidate with the largest noiseless effect) per release
+    for cls, (i, eps) in progress([(c, ie) for c in TARGETS for ie in enumerate(epsilons)],
+                                  desc="targets x epsilons"):
+        if i == 0:
+            direction_cache = None  # the noiseless canary effects do not depend on epsilon
+        target = cls(x, data.y, n, eps, delta, seed=3 + i)  # fresh noise per epsilon
+        link_x = target.signal if isinstance(target, NoisyPPR) else x
+        new = [run_linkteller(target, ei, nodes, link_x)]
+        if isinstance(target, GCON):
+            # the head is one global matrix: many canaries in one release drown each other, so
+            # GCON gets one canary (the candidate with the largest noiseless effect) per release
+            t0 = time.perf_counter()
+            pair = strongest_canary(target.noiseless, ei, n, canaries[:, :50])
+            score = linear_canary_score(target.noiseless, ei, n, pair)
+            new.append(run_canaries(target, ei, pair, score, args.gcon_runs))
+            say(f"  [{cls.name}] one canary x {args.gcon_runs} releases: {time.perf_counter() - t0:.1f} s")
+        else:
+            if direction_cache is None:
                 t0 = time.perf_counter()
-                pair = strongest_canary(target.noiseless, ei, n, canaries[:, :50])
-                score = linear_canary_score(target.noiseless, ei, n, pair)
-                new.append(run_canaries(target, ei, pair, score, args.gcon_runs))
-                print(f"  [{cls.name}] one canary x {args.gcon_runs} releases: {time.perf_counter() - t0:.1f} s")
-            else:
-                if direction_cache is None:
-                    t0 = time.perf_counter()
-                    direction_cache = linear_canary_score(target.noiseless, ei, n, canaries)
-                    print(f"  [{cls.name}] noiseless canary effects: {time.perf_counter() - t0:.1f} s", flush=True)
-                new.append(run_canaries(target, ei, canaries, direction_cache, args.runs))
-            _print(new)
-            rows += new
+                direction_cache = linear_canary_score(target.noiseless, ei, n, canaries)
+                say(f"  [{cls.name}] noiseless canary effects: {time.perf_counter() - t0:.1f} s")
+            new.append(run_canaries(target, ei, canaries, direction_cache, args.runs))
+        emit(new)
 
-    print("\nmembership inference (train on members' subgraph, query on the full graph)")
-    new = run_membership(data, args.epsilons, seed=4, epochs=200 if not args.quick else 100)
-    _print(new)
-    rows += new
+    say("\nmembership inference (train on members' subgraph, query on the full graph)")
+    emit(run_membership(data, epsilons, seed=4, epochs=epochs, max_degree=max_degree))
+    writer.close()
     _summary(rows)
-    _write(rows, args.out)
+    say(f"wrote {writer.path}")
 
 
 def _fmt(v: Optional[float]) -> str:
@@ -397,17 +464,17 @@ def _fmt(v: Optional[float]) -> str:
 
 def _print(rows: list[Row]) -> None:
     for r in rows:
-        print(f"{r.component:32s} claimed eps {_fmt(r.claimed):>6s} | {r.attack:28s} AUC {r.auc:.3f}"
+        say(f"{r.component:32s} claimed eps {_fmt(r.claimed):>6s} | {r.attack:28s} AUC {r.auc:.3f}"
               + (f" | queries {r.queries}" if r.queries else "")
               + (f" | eps lower bound {_fmt(r.lower_bound)} (ceiling {_fmt(r.ceiling)}; {CONFIDENCE:.0%}, "
                  f"{r.canaries} coin-flip trials)"
                  if r.lower_bound is not None else "")
-              + ("" if r.covered else " | inference NOT covered by the guarantee"), flush=True)
+              + ("" if r.covered else " | inference NOT covered by the guarantee"))
 
 
 def _summary(rows: list[Row]) -> None:
-    print("\n| component | claimed eps | attack | AUC | empirical eps lower bound (95%) | ceiling | note |")
-    print("|---|---|---|---|---|---|---|")
+    say("\n| component | claimed eps | attack | AUC | empirical eps lower bound (95%) | ceiling | note |")
+    say("|---|---|---|---|---|---|---|")
     violations = []
     for r in rows:
         note = "" if r.covered else "inference reads the graph: outside the guarantee"
@@ -416,18 +483,17 @@ def _summary(rows: list[Row]) -> None:
         if r.lower_bound is not None and r.lower_bound > r.claimed:
             violations.append(r)
             note = "VIOLATION: lower bound above the claim"
-        print(f"| {r.component} | {_fmt(r.claimed)} | {r.attack} | {r.auc:.3f} | {_fmt(r.lower_bound)} | "
+        say(f"| {r.component} | {_fmt(r.claimed)} | {r.attack} | {r.auc:.3f} | {_fmt(r.lower_bound)} | "
               f"{_fmt(r.ceiling)} | {note} |")
-    print(f"\n{len(violations)} violation(s) of a claimed epsilon.")
+    say(f"\n{len(violations)} violation(s) of a claimed epsilon.")
 
 
-def _write(rows: list[Row], out: str) -> None:
-    write_csv([{"component": r.component, "claimed_epsilon": r.claimed, "attack": r.attack, "auc": f"{r.auc:.4f}",
-                "queries": r.queries or "",
-                "epsilon_lower_bound": "" if r.lower_bound is None else f"{r.lower_bound:.4f}",
-                "ceiling": "" if r.ceiling is None else f"{r.ceiling:.4f}", "trials": r.canaries or "",
-                "confidence": CONFIDENCE, "covered_by_guarantee": r.covered, "seconds": f"{r.seconds:.1f}"}
-               for r in rows], os.path.join(out, "audit_cora.csv"))
+def _csv_row(r: Row) -> dict:
+    return {"component": r.component, "claimed_epsilon": r.claimed, "attack": r.attack, "auc": f"{r.auc:.4f}",
+            "queries": r.queries or "",
+            "epsilon_lower_bound": "" if r.lower_bound is None else f"{r.lower_bound:.4f}",
+            "ceiling": "" if r.ceiling is None else f"{r.ceiling:.4f}", "trials": r.canaries or "",
+            "confidence": CONFIDENCE, "covered_by_guarantee": r.covered, "seconds": f"{r.seconds:.1f}"}
 
 
 if __name__ == "__main__":

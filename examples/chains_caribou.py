@@ -38,6 +38,16 @@ also prints the per-entry noise std at which the oracle would reach the paper's
 epsilon = 1 figure (a std no correct calibration gives). The LDA estimate
 is biased upwards by its finite sample (a few points), which only raises the ceiling.
 
+**Other datasets** (``--datasets`` takes any name of ``example_data.py``): a graph other than
+a chain gets CARIBOU's random 10% / rest / 20% split and the K set {1, 2, 3, 5, 9, 15}; the
+oracle ceiling is computed for the chains only (it reads their one-hot head nodes).
+
+``--quick`` (under 2 minutes on one thread): the four chains at epsilon {1, 8}, 2 runs, 2 K
+values, C_L = 0.9, raw features (4 CARIBOU, 2 GAP, 1 MLP configurations), a 4-point ceiling
+search on 100 draws and no noise-std search. ``--smoke``: one tiny configuration per method
+on Chain-S (the tests). The CSV is written row by row (an interrupted run keeps what it
+finished); progress bars go to stderr.
+
 Every release uses a seeded generator: reproducible, and for that reason not private.
 
     python examples/chains_caribou.py [--datasets Chain-S Chain-M] [--quick] [--no-ceiling] [--degree-floor 1]
@@ -54,21 +64,37 @@ import warnings
 import torch
 from scipy.stats import norm
 
-from caribou_common import EPSILONS, HEADER, edge_delta, paper_value, plot, run_grid
-from example_io import write_csv
-from pyg_private.datasets import CHAIN_PRESETS, load_chain
+from caribou_common import EPSILONS, HEADER, bounds_from, edge_delta, load_runs, paper_value, plot, run_grid
+from example_data import add_dataset_argument, file_stem, spec
+from example_io import CsvWriter, progress, say
+from pyg_private.datasets import CHAIN_PRESETS
 from pyg_private.models import CaribouConfig, config_grid
 from pyg_private.nn import ContractiveGraphLayer
 
 K_SETS = {"Chain-S": (15, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1), "Chain-M": (15, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1),
           "Chain-L": (20, 17, 15, 13, 11, 9, 7, 5), "Chain-X": (20, 17, 15, 13, 11, 9, 7, 5)}
+#: the K set of a graph that is not a chain
+DEFAULT_K = (1, 2, 3, 5, 9, 15)
 
 
-def grids(name: str, quick: bool) -> dict[str, list[CaribouConfig]]:
-    ks = K_SETS[name][::3] if quick else K_SETS[name]
-    hidden = (16,) if quick else (16, 64)
-    base = CaribouConfig(lr=1e-2, epochs=200)
+def k_set(name: str, mode: str) -> tuple:
+    """The searched K: the paper's set (full), its 2nd and 5th entries (quick) or its second-to-last (smoke)."""
+    ks = K_SETS.get(name, DEFAULT_K)
+    return {"full": ks, "quick": (ks[1], ks[4]), "smoke": (ks[-2],)}[mode]
+
+
+def grids(name: str, mode: str) -> dict[str, list[CaribouConfig]]:
+    """The searched configurations of ``name``: ``mode`` is ``"full"``, ``"quick"`` or ``"smoke"``."""
+    ks = k_set(name, mode)
+    base = CaribouConfig(lr=1e-2, epochs=20 if mode == "smoke" else 200)
     raw = dataclasses.replace(base, encoder_dim=None, normalize="clip")
+    if mode != "full":
+        x0 = (True, False) if mode == "quick" else (True,)
+        return {"caribou": config_grid(dataclasses.replace(raw, method="caribou"), K=ks, contraction=(0.9,),
+                                       hidden=(16,), use_x0=x0),
+                "gap": config_grid(dataclasses.replace(raw, method="gap"), K=ks, hidden=(16,)),
+                "mlp": config_grid(dataclasses.replace(raw, method="mlp"), hidden=(16,))}
+    hidden = (16, 64)
     caribou = config_grid(dataclasses.replace(raw, method="caribou"), K=ks, contraction=(0.9, 0.99), beta=(0.0, 1.0),
                           hidden=hidden, use_x0=(True, False))
     caribou += config_grid(dataclasses.replace(base, method="caribou"), K=ks, contraction=(0.9, 0.99),
@@ -122,22 +148,23 @@ def oracle_ceiling(data, *, eps: float, delta: float, K: int, contraction: float
     return 100 * float(acc.mean())
 
 
-def ceiling(name: str, data, eps: float, delta: float, quick: bool, bounds: dict) -> tuple[float, str]:
+def ceiling(name: str, data, eps: float, delta: float, mode: str, bounds: dict) -> tuple[float, str]:
+    """The best oracle accuracy over K, C_L, beta and the two feature maps (fewer in quick/smoke)."""
+    full = mode == "full"
+    grid = [(K, c, beta, one_dim) for K in k_set(name, mode) for c in ((0.5, 0.9, 0.99) if full else (0.9,))
+            for beta in ((0.0, 1.0, 5.0) if full else (0.0,)) for one_dim in (False, True)]
     best, arg = -1.0, ""
-    for K in (K_SETS[name][::3] if quick else K_SETS[name]):
-        for c in (0.5, 0.9, 0.99):
-            for beta in (0.0, 1.0, 5.0):
-                for one_dim in (False, True):
-                    acc = oracle_ceiling(data, eps=eps, delta=delta, K=K, contraction=c, beta=beta, one_dim=one_dim,
-                                         draws=200 if quick else 400, bounds=bounds)
-                    if acc > best:
-                        best, arg = acc, f"K={K} C_L={c} beta={beta} {'1-D' if one_dim else 'raw'}"
+    for K, c, beta, one_dim in progress(grid, desc=f"  {name} oracle ceiling eps={eps:g}"):
+        acc = oracle_ceiling(data, eps=eps, delta=delta, K=K, contraction=c, beta=beta, one_dim=one_dim,
+                             draws=400 if full else 100, bounds=bounds)
+        if acc > best:
+            best, arg = acc, f"K={K} C_L={c} beta={beta} {'1-D' if one_dim else 'raw'}"
     return best, arg
 
 
 def std_needed(name: str, data, target: float) -> str:
     """The largest per-entry noise std (of a grid) at which the oracle reaches ``target`` %."""
-    for std in (1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005):
+    for std in progress((1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005), desc=f"  {name} noise std search"):
         best = max(oracle_ceiling(data, eps=1.0, delta=1.0, K=K, contraction=c, beta=b, one_dim=True, draws=300,
                                   noise_std=std) for K in K_SETS[name][1:6] for c in (0.9, 0.99) for b in (0.0, 5.0))
         if best >= target:
@@ -147,55 +174,73 @@ def std_needed(name: str, data, target: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", default=list(CHAIN_PRESETS), choices=list(CHAIN_PRESETS))
-    parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a smaller grid (every third K, fewer C_L, hidden 16)")
+    add_dataset_argument(parser, "Chain-S", nargs="+")
+    parser.set_defaults(datasets=list(CHAIN_PRESETS))
+    parser.add_argument("--epsilons", nargs="+", type=float, default=None,
+                        help="default: 1 2 4 8 16 32 inf (--quick: 1 8; --smoke: 1)")
+    parser.add_argument("--runs", type=int, default=None, help="default 3 (--quick: 2, --smoke: 1)")
+    parser.add_argument("--quick", action="store_true", help="a small grid (see the module notes)")
+    parser.add_argument("--smoke", action="store_true", help="one tiny configuration per method on Chain-S (the tests)")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false")
     parser.add_argument("--std-only", action="store_true",
                         help="only print the noise std the oracle needs for the paper's epsilon = 1 figures")
     parser.add_argument("--degree-floor", type=int, default=None, metavar="D",
                         help="declare min_degree=D with the degree floor (normalise by max(deg, D))")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", default="outputs")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    if args.smoke and args.datasets == list(CHAIN_PRESETS):
+        args.datasets = ["Chain-S"]
+    epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 8.0], "full": list(EPSILONS)}[mode]
+    runs = args.runs or {"smoke": 1, "quick": 2, "full": 3}[mode]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    # the declared public bound: 0 (the chains' end nodes have degree 1), or D enforced by the floor
-    bounds = {"min_degree": 0} if args.degree_floor is None else {"min_degree": args.degree_floor, "degree_floor": True}
+    # the declared public bound: 0 (valid for every graph), or D enforced by the floor
+    bounds = bounds_from(args.degree_floor)
+    chains = [spec(n).name for n in args.datasets if spec(n).collection == "Chain"]
     if args.std_only:
-        for name in args.datasets:
+        for name in chains:
             target = paper_value("mean", "caribou", name, 1.0)
-            print(f"{name}: the oracle reaches the paper's {target}% at epsilon = 1 with a per-entry noise std of "
-                  f"{std_needed(name, load_chain(name, seed=0), target)}")
+            say(f"{name}: the oracle reaches the paper's {target}% at epsilon = 1 with a per-entry noise std of "
+                f"{std_needed(name, load_runs(parser, name, [0])[0], target)}")
         return
     rows = []
-    print(HEADER)
-    for name in args.datasets:
-        seeds = list(range(args.runs))
-        datasets = [load_chain(name, seed=s) for s in seeds]
-        delta = edge_delta(datasets[0].edge_index.size(1) // 2)
+    labels = [spec(n).label for n in args.datasets]
+    stem = os.path.join(args.out, ("chains_caribou" if set(labels) <= set(CHAIN_PRESETS)
+                                   else "_".join(file_stem(n) for n in args.datasets) + "_caribou")
+                        + ("" if mode == "full" else f"_{mode}"))
+    say(f"{mode} grid; epsilons {' '.join(f'{e:g}' for e in epsilons)}; {runs} run(s); declared {bounds}")
+    say(HEADER)
+    with CsvWriter(stem + ".csv") as writer:
+        for dataset, name in zip(args.datasets, progress(labels, desc="datasets")):
+            seeds = list(range(runs))
+            datasets = load_runs(parser, dataset, seeds)
+            delta = edge_delta(datasets[0].edge_index.size(1) // 2)
+            is_chain = name in CHAIN_PRESETS
 
-        def extra(eps, config, runs, name=name, data=datasets[0], delta=delta):
-            if not args.ceiling or not math.isfinite(eps):
-                return {}
-            value, arg = ceiling(name, data, eps, delta, args.quick, bounds)
-            print(f"{'':8s} {'':4s} oracle ceiling {value:5.1f}% at {arg} (run 0's graph)")
-            return {"oracle_ceiling": value, "oracle_config": arg}
+            def extra(eps, config, runs, name=name, data=datasets[0], delta=delta, is_chain=is_chain):
+                if not args.ceiling or not is_chain or not math.isfinite(eps):
+                    return {}
+                value, arg = ceiling(name, data, eps, delta, mode, bounds)
+                say(f"{'':8s} {'':4s} oracle ceiling {value:5.1f}% at {arg} (run 0's graph)")
+                return {"oracle_ceiling": value, "oracle_config": arg}
 
-        grid = grids(name, args.quick)
-        rows += run_grid(name, datasets, {"caribou": grid["caribou"]}, epsilons=args.epsilons, delta=delta,
-                         seeds=seeds, extra=extra, **bounds)
-        rows += run_grid(name, datasets, {"gap": grid["gap"], "mlp": grid["mlp"]}, epsilons=args.epsilons,
-                         delta=delta, seeds=seeds, **bounds)
-        if args.ceiling and 1.0 in args.epsilons:
-            target = paper_value("mean", "caribou", name, 1.0)
-            print(f"{name}: per-entry noise std at which the oracle reaches the paper's {target}% at epsilon = 1: "
-                  f"{std_needed(name, datasets[0], target)}; the calibrated std at epsilon = 1 is "
-                  f"{next(r['noise_std'] for r in rows if r['dataset'] == name and r['epsilon'] == 1.0):.2f}")
-    write_csv(rows, os.path.join(args.out, "chains_caribou.csv"))
-    plot(rows, args.datasets, os.path.join(args.out, "chains_caribou.png"))
-    print(f"total {time.perf_counter() - start:.0f} s")
+            grid = grids(name, mode)
+            rows += run_grid(name, datasets, {"caribou": grid["caribou"]}, epsilons=epsilons, delta=delta,
+                             seeds=seeds, extra=extra, writer=writer, **bounds)
+            rows += run_grid(name, datasets, {"gap": grid["gap"], "mlp": grid["mlp"]}, epsilons=epsilons,
+                             delta=delta, seeds=seeds, writer=writer, **bounds)
+            if args.ceiling and is_chain and 1.0 in epsilons and mode == "full":
+                target = paper_value("mean", "caribou", name, 1.0)
+                say(f"{name}: per-entry noise std at which the oracle reaches the paper's {target}% at epsilon = 1: "
+                    f"{std_needed(name, datasets[0], target)}; the calibrated std at epsilon = 1 is "
+                    f"{next(r['noise_std'] for r in rows if r['dataset'] == name and r['epsilon'] == 1.0):.2f}")
+    say(f"wrote {stem}.csv")
+    if any(math.isfinite(r["epsilon"]) for r in rows):
+        plot(rows, labels, stem + ".png")
+    say(f"total {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

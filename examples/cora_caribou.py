@@ -24,34 +24,58 @@ For the selected CARIBOU configuration the script also trains the head on X^K al
 (no X0): how much class information the private aggregation carries by itself, next to
 the per-entry noise std sigma*Delta against rows of norm <= 1.
 
+**Any dataset** (``--dataset``, default Cora): every Planetoid and CitationFull graph and
+CARIBOU's chains (see ``example_data.py``); a chain keeps its own per-seed split, any other graph
+gets the random 10% / rest / 20% split, and the paper's columns appear only where the paper has
+the dataset. The bound is the same public rule on every graph (``min_degree=0``, or ``D`` with
+the floor), never read off the graph.
+
+``--quick`` (under 2 minutes on one thread): epsilon {1, 8}, 2 runs, 4 CARIBOU, 4 GAP and 1 MLP
+configurations. ``--smoke``: one tiny configuration per method end to end (the tests). The CSV
+is written row by row (an interrupted run keeps what it finished); progress bars go to stderr.
+
 Every release uses a seeded generator: reproducible, and for that reason not private.
 
-    python examples/cora_caribou.py [--epsilons 1 8] [--quick] [--methods caribou] [--degree-floor 1]
+    python examples/cora_caribou.py [--dataset CiteSeer] [--epsilons 1 8] [--quick] [--methods caribou]
+        [--degree-floor 1]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import statistics
 import time
 
 import torch
 
-from caribou_common import EPSILONS, HEADER, edge_delta, plot, run_grid
-from example_io import write_csv
-from pyg_private.datasets import attach_split, load_cora, random_fraction_split
+from caribou_common import EPSILONS, HEADER, bounds_from, edge_delta, load_runs, plot, run_grid
+from example_data import add_dataset_argument, file_stem, spec
+from example_io import CsvWriter, progress, say
 from pyg_private.models import CaribouConfig, config_grid, run_caribou
 
 
-def grids(quick: bool) -> dict[str, list[CaribouConfig]]:
+def grids(mode: str) -> dict[str, list[CaribouConfig]]:
+    """The searched configurations: ``mode`` is ``"full"``, ``"quick"`` or ``"smoke"``."""
     base = CaribouConfig(hidden=64, encoder_dim=16, lr=1e-2, epochs=200, weight_decay=5e-3, dropout=0.5)
-    ks = (1, 2, 4) if quick else (1, 2, 3, 5, 9, 15)
-    encoders = (16,) if quick else (16, None)
+    if mode == "smoke":
+        base = dataclasses.replace(base, epochs=20)
+        return {"caribou": [dataclasses.replace(base, method="caribou", K=2)],
+                "gap": [dataclasses.replace(base, method="gap", K=1)],
+                "mlp": [dataclasses.replace(base, method="mlp")]}
+    if mode == "quick":
+        return {
+            "caribou": config_grid(dataclasses.replace(base, method="caribou"), K=(1, 2), contraction=(0.9,),
+                                   use_x0=(True, False)),
+            "gap": config_grid(dataclasses.replace(base, method="gap"), K=(1, 2), use_x0=(True, False)),
+            "mlp": [dataclasses.replace(base, method="mlp")],
+        }
+    ks = (1, 2, 3, 5, 9, 15)
     return {
         "caribou": config_grid(dataclasses.replace(base, method="caribou"), K=ks, contraction=(0.9, 0.99),
-                               beta=(0.0, 1.0), encoder_dim=encoders, use_x0=(True, False)),
-        "gap": config_grid(dataclasses.replace(base, method="gap"), K=ks[:4], encoder_dim=encoders,
+                               beta=(0.0, 1.0), encoder_dim=(16, None), use_x0=(True, False)),
+        "gap": config_grid(dataclasses.replace(base, method="gap"), K=ks[:4], encoder_dim=(16, None),
                            use_x0=(True, False)),
         "mlp": config_grid(dataclasses.replace(base, method="mlp"), hidden=(64, 256), encoder_dim=(16, 64, None)),
     }
@@ -59,45 +83,59 @@ def grids(quick: bool) -> dict[str, list[CaribouConfig]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a smaller grid")
+    add_dataset_argument(parser, "Cora")
+    parser.add_argument("--epsilons", nargs="+", type=float, default=None,
+                        help="default: 1 2 4 8 16 32 inf (--quick: 1 8; --smoke: 1)")
+    parser.add_argument("--runs", type=int, default=None, help="default 3 (--quick: 2, --smoke: 1)")
+    parser.add_argument("--quick", action="store_true", help="a small grid, 2 epsilons, 2 runs")
+    parser.add_argument("--smoke", action="store_true", help="one tiny configuration per method (the tests)")
     parser.add_argument("--methods", nargs="+", default=["caribou", "gap", "mlp"], choices=["caribou", "gap", "mlp"])
     parser.add_argument("--degree-floor", type=int, default=None, metavar="D",
                         help="declare min_degree=D with the degree floor (normalise by max(deg, D))")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", default="outputs")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 8.0], "full": list(EPSILONS)}[mode]
+    runs = args.runs or {"smoke": 1, "quick": 2, "full": 3}[mode]
+    if args.threads:
+        torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    base = load_cora()
-    seeds = list(range(args.runs))
-    datasets = [attach_split(base, random_fraction_split(base.num_nodes, seed=s)) for s in seeds]
-    delta = edge_delta(base.edge_index.size(1) // 2)
-    # the declared public bound: 0 (Cora has degree-1 nodes), or D enforced by the degree floor
-    bounds = {"min_degree": 0} if args.degree_floor is None else {"min_degree": args.degree_floor, "degree_floor": True}
+    name = spec(args.dataset).label
+    seeds = list(range(runs))
+    datasets = load_runs(parser, args.dataset, seeds)
+    delta = edge_delta(datasets[0].edge_index.size(1) // 2)
+    # the declared public bound: 0 (valid for every graph), or D enforced by the degree floor
+    bounds = bounds_from(args.degree_floor)
+    say(f"{name}: {datasets[0].num_nodes} nodes, {datasets[0].edge_index.size(1) // 2} undirected edges; "
+        f"delta = {delta:g}; {runs} run(s); epsilons {' '.join(f'{e:g}' for e in epsilons)}; "
+        f"declared {bounds}; {mode} grid")
 
     def aggregation_only(eps, config, runs):
         if not config.use_x0:
             return {"aggregation_only_test_mean": 100 * statistics.mean(r.test_accuracy for r in runs)}
         alone = [run_caribou(d, dataclasses.replace(config, use_x0=False), epsilon=eps, delta=delta, seed=s,
-                             **bounds) for d, s in zip(datasets, seeds)]
+                             **bounds) for d, s in progress(list(zip(datasets, seeds)), desc="  head on X^K alone")]
         value = 100 * statistics.mean(r.test_accuracy for r in alone)
-        print(f"{'':8s} {'':4s} head on X^K alone (selected config): {value:.1f}%")
+        say(f"{'':8s} {'':4s} head on X^K alone (selected config): {value:.1f}%")
         return {"aggregation_only_test_mean": value}
 
-    grid = grids(args.quick)
-    print(HEADER)
+    grid = grids(mode)
+    say(HEADER)
     rows = []
-    if "caribou" in args.methods:
-        rows += run_grid("Cora", datasets, {"caribou": grid["caribou"]}, epsilons=args.epsilons, delta=delta,
-                         seeds=seeds, extra=aggregation_only, **bounds)
-    others = {m: grid[m] for m in ("gap", "mlp") if m in args.methods}
-    if others:  # neither reads min_degree
-        rows += run_grid("Cora", datasets, others, epsilons=args.epsilons, delta=delta, seeds=seeds, **bounds)
-    write_csv(rows, os.path.join(args.out, "cora_caribou.csv"))
-    plot(rows, ["Cora"], os.path.join(args.out, "cora_caribou.png"))
-    print(f"total {time.perf_counter() - start:.0f} s")
+    stem = os.path.join(args.out, f"{file_stem(args.dataset)}_caribou" + ("" if mode == "full" else f"_{mode}"))
+    with CsvWriter(stem + ".csv") as writer:
+        if "caribou" in args.methods:
+            rows += run_grid(name, datasets, {"caribou": grid["caribou"]}, epsilons=epsilons, delta=delta,
+                             seeds=seeds, extra=aggregation_only, writer=writer, **bounds)
+        others = {m: grid[m] for m in ("gap", "mlp") if m in args.methods}
+        if others:  # neither reads min_degree; the MLP (no edge) is searched once for every epsilon
+            rows += run_grid(name, datasets, others, epsilons=epsilons, delta=delta, seeds=seeds, writer=writer,
+                             **bounds)
+    say(f"wrote {stem}.csv")
+    if any(math.isfinite(r["epsilon"]) for r in rows):
+        plot(rows, [name], stem + ".png")
+    say(f"total {time.perf_counter() - start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,137 @@
-"""What the example scripts share for their outputs."""
+"""What the example scripts share for their outputs: CSV files written row by row, progress bars
+on stderr, printing that does not break them, and figure finishing (legend outside the data,
+a caption that explains the error bars)."""
 from __future__ import annotations
 
 import csv
 import os
+import sys
+from typing import Iterable, Optional
+
+from tqdm.auto import tqdm
+
+__all__ = ["CsvWriter", "write_csv", "progress", "say", "finish_figure"]
+
+
+class CsvWriter:
+    """A CSV file written **row by row**: every :meth:`write` reaches the disk (flushed and
+    synced) before it returns, so an interrupted run keeps every row it finished.
+
+    The columns are the union of the rows' keys in first-seen order. A row that brings a new
+    key rewrites the file once with the extended header (through a temporary file and an
+    atomic rename, so a reader never sees a half-written file); missing values are empty.
+
+    Args:
+        path (str): The file; its folder is created. An existing file is replaced.
+    """
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.path = path
+        self.rows: list[dict] = []
+        self.fields: list[str] = []
+        self._file = None
+        self._rewrite()
+
+    def _rewrite(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.fields)
+            if self.fields:
+                writer.writeheader()
+            writer.writerows(self.rows)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._file = open(self.path, "a", newline="")
+
+    def write(self, row: dict) -> None:
+        """Appends ``row`` (a mapping column -> value) and flushes it to disk."""
+        self.rows.append(dict(row))
+        new = [k for k in row if k not in self.fields]
+        if new:
+            self.fields += new
+            self._rewrite()
+            return
+        csv.DictWriter(self._file, fieldnames=self.fields).writerow(row)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "CsvWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def write_csv(rows: list[dict], path: str) -> None:
     """``rows`` as a CSV at ``path`` (its folder created), with the union of their keys as
     columns in first-seen order; missing values are left empty."""
+    with CsvWriter(path) as writer:
+        for row in rows:
+            writer.write(row)
+    say(f"wrote {path}")
+
+
+def progress(iterable: Optional[Iterable] = None, *, desc: str, total: Optional[int] = None,
+             leave: bool = False, **kwargs) -> tqdm:
+    """A ``tqdm`` progress bar on **stderr** (stdout stays clean for tables and redirection).
+
+    On a terminal it refreshes at most twice a second and nested bars stack below their
+    parent. When stderr is a file or a pipe (a log), only the outermost bar is shown, kept
+    when done, and refreshed at most every 30 s, so the log stays readable and long work is
+    never silent. ``TQDM_DISABLE=1`` in the environment turns every bar off (tqdm's own
+    environment override).
+    """
+    interactive = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    if not interactive:
+        nested = any(not getattr(bar, "disable", True) for bar in list(getattr(tqdm, "_instances", ())))
+        kwargs.setdefault("disable", nested)
+        leave = True
+    kwargs.setdefault("mininterval", 0.5 if interactive else 30.0)
+    return tqdm(iterable, desc=desc, total=total, leave=leave, file=sys.stderr, dynamic_ncols=True, **kwargs)
+
+
+def say(message: str = "") -> None:
+    """Prints ``message`` to stdout without breaking the progress bars on stderr (they are
+    cleared, the line written, and redrawn)."""
+    if hasattr(sys.stderr, "isatty") and sys.stderr.isatty():
+        tqdm.write(message, file=sys.stdout)
+    else:  # bars in a log are not redrawn: a plain line
+        print(message)
+    sys.stdout.flush()
+
+
+def finish_figure(fig, path: str, caption: str, *, ncol: int = 1) -> None:
+    """Puts one legend (the labelled artists of every axes, each label once) to the **right of
+    the plots**, where it cannot cover data, writes ``caption`` (what the points and error bars
+    are) under the figure, and saves it to ``path``.
+
+    Args:
+        fig (matplotlib.figure.Figure): The figure.
+        path (str): The PNG to write; its folder is created.
+        caption (str): One or two sentences under the figure.
+        ncol (int, optional): The legend's columns. (default: :obj:`1`)
+    """
+    handles: dict = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.tight_layout()
+    artists = []
+    if handles:
+        artists.append(fig.legend(list(handles.values()), list(handles), loc="upper left",
+                                  bbox_to_anchor=(1.0, 0.95), fontsize=7, ncol=ncol, frameon=False))
+    artists.append(fig.text(0.01, -0.02, caption, ha="left", va="top", fontsize=7, wrap=True))
+    if getattr(fig, "_suptitle", None) is not None:
+        artists.append(fig._suptitle)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {path}")
+    fig.savefig(path, dpi=120, bbox_inches="tight", bbox_extra_artists=artists)
+    say(f"wrote {path}")

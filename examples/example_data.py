@@ -1,0 +1,233 @@
+"""Dataset loading for the examples: every Planetoid and CitationFull graph, BlogCatalog and
+CARIBOU's chains, offline from :obj:`$PYG_PRIVATE_DATA` (or downloaded where there is a network).
+
+Names (case-insensitive; see :data:`NAMES`):
+
+* Planetoid (Yang et al. 2016, public split): ``Cora``, ``CiteSeer``, ``PubMed``
+  (also ``Planetoid/Cora`` and so on);
+* CitationFull (Bojchevski & Günnemann 2018, no split): ``Cora_ML`` (or ``Cora-ML``), ``DBLP``,
+  and ``CitationFull/Cora``, ``CitationFull/CiteSeer``, ``CitationFull/PubMed`` (the larger
+  graphs of the same names);
+* ``BlogCatalog`` (ASU release, no features, multi-label groups; :mod:`pyg_private.datasets`);
+* ``Chain-S``, ``Chain-M``, ``Chain-L``, ``Chain-X`` (CARIBOU's synthetic chains, generated
+  per seed with their own split).
+
+A dataset that is neither in :obj:`$PYG_PRIVATE_DATA` nor already in the cache raises
+:class:`DatasetUnavailable`, whose message names the files to download and where to put them;
+:func:`load_or_exit` turns it into a one-line error and exit status 2 (no traceback).
+
+**Bounds on a graph the script has never seen.** Nothing here reads a privacy bound off a
+graph. The examples declare bounds by public rules that hold for *every* graph: the edge-level
+minimum degree of :class:`~pyg_private.nn.ContractiveGraphLayer` is ``min_degree=0`` (valid
+with isolated nodes and degree-1 nodes), or ``D`` with the degree floor (normalisation by
+``max(deg, D)``, which makes ``D`` hold by construction); feature ranges are enforced by
+clipping or clamping, never measured.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from torch_geometric.data import Data
+
+from pyg_private.datasets import CHAIN_PRESETS, cache_dir, data_dir, load_blogcatalog, load_chain, resolve_root
+
+__all__ = ["NAMES", "DatasetSpec", "DatasetUnavailable", "spec", "load_dataset", "load_or_exit",
+           "add_dataset_argument", "check_node_classification", "file_stem", "EXTRA"]
+
+_PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
+_CITATION_FULL_URL = "https://github.com/abojchevski/graph2gauss/raw/master/data"
+_PLANETOID_EXT = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+
+#: Extra loaders by name, ``seed -> Data`` (the tests register synthetic graphs here).
+EXTRA: dict[str, Callable[[int], Data]] = {}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where a named dataset comes from."""
+
+    collection: str  # "Planetoid", "CitationFull", "BlogCatalog", "Chain", "extra"
+    name: str        # the name the PyG class (or loader) takes
+    label: str       # how the examples print it
+
+    @property
+    def raw_subdir(self) -> str:
+        if self.collection == "Planetoid":
+            return f"{self.name}/raw"
+        if self.collection == "CitationFull":
+            return f"{self.name.lower()}/raw"
+        return "raw"
+
+    @property
+    def raw_files(self) -> list[str]:
+        if self.collection == "Planetoid":
+            return [f"ind.{self.name.lower()}.{ext}" for ext in _PLANETOID_EXT]
+        if self.collection == "CitationFull":
+            return [f"{self.name.lower()}.npz"]
+        if self.collection == "BlogCatalog":
+            return ["edges.csv", "group-edges.csv", "nodes.csv", "groups.csv"]
+        return []
+
+
+_SPECS: dict[str, DatasetSpec] = {}
+for _n in ("Cora", "CiteSeer", "PubMed"):
+    _SPECS[_n.lower()] = _SPECS[f"planetoid/{_n.lower()}"] = DatasetSpec("Planetoid", _n, _n)
+    _SPECS[f"citationfull/{_n.lower()}"] = DatasetSpec("CitationFull", _n, f"CitationFull-{_n}")
+for _n, _label in (("Cora_ML", "Cora-ML"), ("DBLP", "DBLP")):
+    _SPECS[_n.lower()] = _SPECS[f"citationfull/{_n.lower()}"] = DatasetSpec("CitationFull", _n, _label)
+_SPECS["cora-ml"] = _SPECS["cora_ml"]
+_SPECS["blogcatalog"] = DatasetSpec("BlogCatalog", "BlogCatalog", "BlogCatalog")
+for _n in CHAIN_PRESETS:
+    _SPECS[_n.lower()] = DatasetSpec("Chain", _n, _n)
+
+#: The names the examples accept (aliases aside).
+NAMES = ("Cora", "CiteSeer", "PubMed", "Cora_ML", "DBLP", "CitationFull/Cora", "CitationFull/CiteSeer",
+         "CitationFull/PubMed", "BlogCatalog", *CHAIN_PRESETS)
+
+
+class DatasetUnavailable(RuntimeError):
+    """The dataset's files are neither offline nor downloadable here; the message says what
+    to download and where to put it."""
+
+
+def spec(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` of ``name`` (case-insensitive), or a ``ValueError`` listing the names."""
+    if name in EXTRA:
+        return DatasetSpec("extra", name, name)
+    found = _SPECS.get(str(name).strip().lower())
+    if found is None:
+        raise ValueError(f"`--dataset` must be one of {', '.join(NAMES)} (case-insensitive); got {name!r}")
+    return found
+
+
+def file_stem(name: str) -> str:
+    """A lower-case file-name stem for outputs (``Cora-ML`` -> ``cora_ml``)."""
+    return re.sub(r"[^a-z0-9]+", "_", spec(name).label.lower()).strip("_")
+
+
+def _how_to_get(s: DatasetSpec, target: Path) -> str:
+    if s.collection == "Planetoid":
+        what = f"{_PLANETOID_URL}/ind.{s.name.lower()}.{{{','.join(_PLANETOID_EXT)}}}"
+    elif s.collection == "CitationFull":
+        what = f"{_CITATION_FULL_URL}/{s.name.lower()}.npz"
+    else:
+        what = (f"the files {', '.join(s.raw_files)} of the ASU social-computing release of BlogCatalog "
+                "(Tang & Liu 2009; 10,312 nodes, 333,983 edges, 39 groups; no stable public URL)")
+    cached = cache_dir() / s.collection / s.raw_subdir
+    where = f"{target}" if target == cached else f"{target} (or into the cache {cached})"
+    return f"download {what} into {where}"
+
+
+def _present(folder: Path, files: list[str]) -> bool:
+    return all((folder / f).is_file() for f in files)
+
+
+def _root(s: DatasetSpec) -> str:
+    """The root for the PyG class, or :class:`DatasetUnavailable` when the raw files are
+    neither offline nor cached and :obj:`$PYG_PRIVATE_DATA` is set (no download is tried then)."""
+    offline = data_dir()
+    if offline is not None and not _present(offline / s.collection / s.raw_subdir, s.raw_files) \
+            and not _present(cache_dir() / s.collection / s.raw_subdir, s.raw_files):
+        raise DatasetUnavailable(
+            f"{s.label} ({s.collection}) is not available offline: PYG_PRIVATE_DATA={offline} has no "
+            f"{s.collection}/{s.raw_subdir}/{s.raw_files[0]}. To use it, "
+            + _how_to_get(s, offline / s.collection / s.raw_subdir))
+    if offline is not None and not _present(offline / s.collection / s.raw_subdir, s.raw_files):
+        return str(cache_dir() / s.collection)  # already in the cache: no copy, no download
+    return resolve_root(None, collection=s.collection, raw_subdir=s.raw_subdir)
+
+
+def load_dataset(name: str, *, seed: int = 0) -> Data:
+    """The graph ``name`` as a :class:`~torch_geometric.data.Data`.
+
+    Planetoid graphs carry their public split masks; CitationFull graphs and BlogCatalog carry
+    none; a chain is generated from ``seed`` (features and split), the others ignore ``seed``.
+
+    Raises:
+        ValueError: for an unknown name.
+        DatasetUnavailable: when the files are not offline (or the download failed).
+    """
+    s = spec(name)
+    if s.collection == "extra":
+        return EXTRA[name](seed)
+    if s.collection == "Chain":
+        return load_chain(s.name, seed=seed)
+    root = _root(s)
+    try:
+        if s.collection == "Planetoid":
+            from torch_geometric.datasets import Planetoid
+
+            return Planetoid(root, s.name)[0]
+        if s.collection == "CitationFull":
+            from torch_geometric.datasets import CitationFull
+
+            return CitationFull(root, s.name)[0]
+        return load_blogcatalog(root)
+    except Exception as exc:  # a failed download (no network), a missing or broken raw file
+        raise DatasetUnavailable(f"{s.label} ({s.collection}) could not be loaded ({type(exc).__name__}: {exc}). "
+                                 "To use it, " + _how_to_get(s, Path(root) / s.raw_subdir)) from exc
+
+
+def check_node_classification(data: Data, name: str) -> None:
+    """A ``ValueError`` unless ``data`` has node features and one class label per node."""
+    if data.x is None:
+        raise ValueError(f"{spec(name).label} has no node features, which node classification needs; use it "
+                         "with examples/blogcatalog_ppr.py (personalized PageRank needs only the edges)")
+    if data.y is None or data.y.dim() != 1:
+        raise ValueError(f"{spec(name).label} has no single-label node classes (its labels are multi-label); "
+                         "use it with examples/blogcatalog_ppr.py")
+
+
+def load_or_exit(parser: argparse.ArgumentParser, name: str, *, seed: int = 0,
+                 classification: bool = True) -> Data:
+    """:func:`load_dataset`, with an unknown, unavailable or unsuitable dataset reported as a
+    one-line error of ``parser`` (exit status 2, no traceback)."""
+    try:
+        data = load_dataset(name, seed=seed)
+        if classification:
+            check_node_classification(data, name)
+        return data
+    except (ValueError, DatasetUnavailable) as exc:
+        parser.error(str(exc))
+        raise  # unreachable: parser.error exits
+
+
+def _dataset_name(value: str) -> str:
+    """``argparse`` type: an accepted dataset name (an unknown one is a usage error, exit status 2)."""
+    try:
+        spec(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def add_dataset_argument(parser: argparse.ArgumentParser, default: str, *, nargs: Optional[str] = None) -> None:
+    """``--dataset`` (or ``--datasets`` with ``nargs="+"``) with the accepted names in its help;
+    an unknown name is a usage error."""
+    flag = "--datasets" if nargs else "--dataset"
+    parser.add_argument(flag, nargs=nargs, type=_dataset_name, default=[default] if nargs else default,
+                        help=f"one of {', '.join(NAMES)} (case-insensitive; offline from $PYG_PRIVATE_DATA) "
+                             f"(default: {default})")
+
+
+def describe(data: Data, name: str) -> str:
+    """One line: nodes, undirected edges, features, classes."""
+    parts = [f"{spec(name).label}: {data.num_nodes} nodes", f"{data.edge_index.size(1) // 2} undirected edges"]
+    if data.x is not None:
+        parts.append(f"{data.x.size(1)} features")
+    if data.y is not None:
+        parts.append(f"{int(data.y.max()) + 1 if data.y.dim() == 1 else data.y.size(1)} classes")
+    return ", ".join(parts)
+
+
+if __name__ == "__main__":  # python examples/example_data.py NAME ...: what loads here
+    for arg in sys.argv[1:] or NAMES:
+        try:
+            print(describe(load_dataset(arg), arg))
+        except (ValueError, DatasetUnavailable) as error:
+            print(f"{arg}: {error}")

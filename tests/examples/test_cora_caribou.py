@@ -1,0 +1,56 @@
+"""Smoke tests of examples/cora_caribou.py: ``--smoke`` on Cora (skipped without the offline files) and
+on a graph the example has never seen (isolated nodes, all-zero feature rows); an interrupted run keeps
+the rows it finished."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _check(out_dir, stem, dataset):
+    rows = _rows(out_dir / f"{stem}_caribou_smoke.csv")
+    assert [r["method"] for r in rows] == ["CARIBOU", "GAP", "MLP"]
+    assert all(r["dataset"] == dataset and r["epsilon"] == "1.0" and r["min_degree"] == "0" for r in rows)
+    spent = [float(r["epsilon_spent"]) for r in rows]
+    assert 0.99 <= spent[0] <= 1.0 and 0.99 <= spent[1] <= 1.0 and spent[2] == 0.0  # the MLP reads no edge
+    assert all(0.0 <= float(r["test_mean"]) <= 100.0 for r in rows)
+    assert (out_dir / f"{stem}_caribou_smoke.png").is_file()
+
+
+def test_smoke_on_cora(offline, run_example):
+    offline("Planetoid/Cora/raw")
+    out, err, out_dir = run_example("cora_caribou", "--smoke")
+    assert "Cora: 2708 nodes" in out and "\r" not in out  # progress bars stay on stderr
+    assert "Cora eps x method" in err and "2/2" in err  # the outermost bar, kept in a log
+    _check(out_dir, "cora", "Cora")
+
+
+def test_smoke_on_an_unseen_graph(odd, run_example):
+    out, _, out_dir = run_example("cora_caribou", "--smoke", "--dataset", odd)
+    assert "Odd: 90 nodes" in out and "declared {'min_degree': 0}" in out
+    _check(out_dir, "odd", "Odd")
+
+
+def test_interrupted_run_keeps_finished_rows(odd, run_example, monkeypatch, tmp_path):
+    import caribou_common
+
+    calls = []
+    search = caribou_common.search_caribou
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as if the user stopped the run during the second search
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(caribou_common, "search_caribou", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run_example("cora_caribou", "--smoke", "--dataset", odd)
+    rows = _rows(tmp_path / "out" / "odd_caribou_smoke.csv")
+    assert [r["method"] for r in rows] == ["CARIBOU"]
