@@ -1,0 +1,176 @@
+"""The protocol every row-partitioned release follows, whatever its layer:
+
+1. **public inputs** (one gather of a few hundred bytes): every process's local error, row range,
+   node count, feature width and dtype, and the layer's privacy settings; every process then runs
+   the same checks on the same gathered data (partition, agreement) and raises the same error;
+2. **graph**: the local rows are validated, every row is sent to the owner of its column
+   (:func:`~pyg_private.distributed.partition.exchange_transpose`) to check (or make) the graph
+   undirected, and the degrees are all-gathered;
+3. **charge**: the group's rank 0 registers the layer's event with its accountant (the only one),
+   before any process draws noise, and broadcasts the outcome; a refusal is raised everywhere;
+4. **noise**: every process draws the noise of its own rows from its own stream.
+
+Errors of steps 1-3 are raised on every process, before anything is charged (1, 2) or released (3).
+"""
+from __future__ import annotations
+
+import json
+import os
+from numbers import Integral
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from ..accounting import PrivacyEvent, charge
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ._comm import (GroupInfo, Layout, agree, all_gather_bytes, all_gather_rows, broadcast_bytes, encode_error,
+                    raise_agreed, require_group)
+from .partition import check_partition, check_row_range, exchange_transpose, local_csr, read_local_rows
+
+__all__ = ["RowPartitionedRelease"]
+
+
+class RowPartitionedRelease(torch.nn.Module):
+    """Base of the distributed wrappers: holds the configured single-process ``layer`` and runs the
+    protocol above; subclasses add their checks and hops."""
+
+    _layer_type: type = torch.nn.Module
+
+    def __init__(self, layer: torch.nn.Module, *, group: Any = None) -> None:
+        super().__init__()
+        if not isinstance(layer, self._layer_type):
+            raise TypeError(f"{type(self).__name__} wraps a configured {self._layer_type.__name__}; got "
+                            f"{type(layer).__name__}")
+        self.layer = layer
+        self.group = group
+        #: The grid of the last release's hops (``None`` before it, without noise, or with the float sampler).
+        self.granularity: Optional[float] = None
+
+    # ------------------------------------------------------------------ settings
+    def _settings(self) -> dict[str, Any]:
+        """What every process must agree on: the layer's type, privacy settings and noise source."""
+        layer = self.layer
+        try:
+            secure = resolve_secure_mode(layer.secure_mode, layer.generator)
+        except (ValueError, TypeError):  # already refused by the layer's constructor; keep it visible
+            secure = repr(layer.secure_mode)
+        return {"layer": type(layer).__name__, **layer._release_settings(), "sensitivity": layer.sensitivity,
+                "name": layer.name, "secure_mode": secure, "seeded": layer.generator is not None}
+
+    # ------------------------------------------------------------------ step 1
+    def _group(self, x: Any) -> GroupInfo:
+        device = x.device if isinstance(x, Tensor) else torch.device("cpu")
+        return require_group(self.group, device, type(self).__name__)
+
+    def _common_checks(self, info: GroupInfo, x: Any, row_range: Any, num_nodes: Any) -> tuple[int, tuple[int, int]]:
+        """Checks of this process's call that every layer shares; ``(num_nodes, (start, end))``."""
+        if not isinstance(x, Tensor) or x.dim() != 2:
+            raise ValueError("`x` must be this process's rows of the node features, of shape [end - start, F]")
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, Integral):
+            raise TypeError(f"`num_nodes` must be an integer, the public number of nodes of the whole graph "
+                            f"(never read off the private edges); got {num_nodes!r}")
+        if num_nodes < 1:
+            raise ValueError(f"the graph is empty (`num_nodes`={num_nodes}): a release needs at least one node")
+        n = int(num_nodes)
+        start, end = check_row_range(row_range, n, x.size(0))
+        if info.rank != 0 and getattr(self.layer, "accountant", None) is not None:
+            raise ValueError("the layer carries an accountant on a process other than the group's rank 0: the "
+                             "release is charged once, on rank 0, and an accountant elsewhere would record nothing "
+                             "and misstate the spend. Build the layer with `accountant=acct if rank == 0 else None`")
+        return n, (start, end)
+
+    def _public_inputs(self, info: GroupInfo, error: Optional[BaseException], row_range: Optional[tuple[int, int]],
+                       num_nodes: Optional[int], x: Any) -> Layout:
+        """Gather the public inputs and settings of every process and check them alike everywhere."""
+        ok = error is None
+        payload = {"error": encode_error(error), "range": list(row_range) if ok else None,
+                   "num_nodes": num_nodes if ok else None, "features": int(x.size(1)) if ok else None,
+                   "dtype": str(x.dtype) if ok else None, "settings": self._settings()}
+        gathered = [json.loads(b) for b in all_gather_bytes(json.dumps(payload, default=repr).encode(), info)]
+        raise_agreed([g["error"] for g in gathered], info, error)
+        for key, what in (("num_nodes", "the node count `num_nodes`"), ("features", "the feature width of `x`"),
+                          ("dtype", "the dtype of `x`")):
+            values = [g[key] for g in gathered]
+            if len(set(map(str, values))) > 1:
+                raise ValueError(f"the processes disagree on {what}: {values} (rank 0, 1, ...); every process must "
+                                 "pass the same public sizes")
+        reference = gathered[0]["settings"]
+        for r, g in enumerate(gathered[1:], start=1):
+            if g["settings"] != reference:
+                keys = sorted(k for k in set(reference) | set(g["settings"])
+                              if reference.get(k) != g["settings"].get(k))
+                diff = ", ".join(f"{k}: {reference.get(k)!r} on rank 0, {g['settings'].get(k)!r} on rank {r}"
+                                 for k in keys)
+                raise ValueError(f"the processes disagree on the privacy settings of the layer ({diff}); build the "
+                                 "same layer on every process (the noise of each process's rows is calibrated from "
+                                 "them)")
+        check_partition([tuple(g["range"]) for g in gathered], gathered[0]["num_nodes"])
+        return Layout([tuple(g["range"]) for g in gathered])
+
+    # ------------------------------------------------------------------ step 2
+    def _graph(self, info: GroupInfo, layout: Layout, adj: Any, row_range: tuple[int, int],
+               num_nodes: int) -> tuple[Tensor, Tensor]:
+        """``(crow, col)`` of this process's rows of the validated undirected simple graph."""
+        symmetrize = bool(getattr(self.layer, "symmetrize", False))
+        error, keys = None, None
+        try:
+            keys = read_local_rows(adj, row_range, num_nodes, symmetrize=symmetrize)
+        except (ValueError, TypeError) as exc:
+            error = exc
+        agree(error, info, "bad graph block: ")
+        received = exchange_transpose(keys, layout, num_nodes, info)
+        if symmetrize:
+            keys = torch.unique(torch.cat([keys, received]))  # sorted
+        elif not torch.equal(keys, received):
+            error = ValueError(
+                "`edge_index` is directed across the processes: an edge (u, v) in the rows of one process has no "
+                "(v, u) in the rows of the process holding v. Each process must pass every edge of its nodes, in both "
+                "directions of the whole graph (pyg_private.distributed.row_block of the undirected edge_index), or "
+                "pass symmetrize=True to use the undirected version")
+        agree(error, info)
+        return local_csr(keys, row_range, num_nodes)
+
+    # ------------------------------------------------------------------ step 3
+    def _charge(self, info: GroupInfo, event: PrivacyEvent) -> Optional[PrivacyEvent]:
+        """Register ``event`` once, on the group's rank 0, and raise its refusal on every process."""
+        payload, local = None, None
+        if info.rank == 0:
+            try:
+                event = charge(self.layer.accountant, event, self.layer)
+            except Exception as exc:  # noqa: BLE001 - every refusal must reach the other processes
+                local = exc
+            payload = json.dumps(encode_error(local)).encode()
+        outcome = json.loads(broadcast_bytes(payload, info))
+        if outcome is not None:
+            if local is not None:
+                raise local
+            raise_agreed([outcome] + [None] * (info.world - 1), info,
+                         what="the accountant on rank 0 refused the release, nothing was released on any process: ")
+        return event
+
+    # ------------------------------------------------------------------ step 4
+    def _source(self, info: GroupInfo, device: torch.device) -> RandomSource:
+        """This process's noise stream: ``secure_mode`` reads the OS CSPRNG, the default is a PCG64 stream
+        seeded from the OS; a seeded ``generator`` gives the ``rank``-th of ``world`` children spawned from
+        it (reproducible, and distinct across processes even when every process seeds alike)."""
+        layer = self.layer
+        if layer.generator is not None:
+            return RandomSource(device, generator=layer.generator).spawn(info.world)[info.rank]
+        return RandomSource(device, secure=resolve_secure_mode(layer.secure_mode, layer.generator))
+
+    def _float_generator(self, info: GroupInfo, device: torch.device) -> torch.Generator:
+        """This process's generator for ``sampler="float"``: derived from the layer's ``generator`` as in
+        :meth:`_source`, else seeded from the OS (never the global RNG, which scripts seed alike everywhere)."""
+        gen = torch.Generator(device)
+        if self.layer.generator is not None:
+            seed = int(self._source(info, device).words(1).item())
+        else:
+            seed = int.from_bytes(os.urandom(8), "little") >> 1
+        return gen.manual_seed(seed)
+
+    def _gather(self, info: GroupInfo, layout: Layout, local: Tensor) -> Tensor:
+        return all_gather_rows(local, layout, info)
+
+    def extra_repr(self) -> str:
+        return "" if self.group is None else f"group={self.group!r}"

@@ -1,0 +1,120 @@
+r"""GAP's aggregation perturbation released across processes, one block of rows per process."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.typing import Adj
+from torch_geometric.utils import spmm
+
+from ..mechanisms.randomness import RandomSource
+from ..nn._call_checks import reject_grad_input
+from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
+from ..nn.gap_aggregation import GAPAggregation
+from ._comm import GroupInfo, Layout, agree
+from ._release import RowPartitionedRelease
+from .partition import block_csr
+
+__all__ = ["DistributedGAPAggregation"]
+
+
+class DistributedGAPAggregation(RowPartitionedRelease):
+    r"""A configured :class:`~pyg_private.nn.GAPAggregation` (the aggregation perturbation of GAP,
+    `Sajadmanesh et al., USENIX Security 2023 <https://arxiv.org/abs/2203.00949>`_) run across the
+    processes of a ``torch.distributed`` group, each holding a contiguous block of nodes
+    :math:`[s, e)`:
+
+    .. math::
+        \mathbf{X}^{(k)}_{[s,e)} = \mathrm{normalize}\big(\mathbf{A}_{[s,e),:}\mathbf{X}^{(k-1)}
+            + \mathbf{Z}^{(k)}_{[s,e)}\big), \qquad k = 1, \dots, K,
+
+    returning this process's rows of :math:`[\mathbf{X}^{(0)} \,\|\, \cdots \,\|\, \mathbf{X}^{(K)}]`.
+    The processes all-gather every hop before the next (:math:`N \times F` values received per hop and
+    process; halo rows would be less).
+
+    The release is the single-process one: the same sum aggregation, the same grid (planned from the
+    public :math:`N` and :math:`F`, so ``granularity`` equals the single-process layer's) and the same
+    noise std :math:`\sigma\Delta'`; each process draws the noise of its own rows from its own stream
+    (OS CSPRNG with ``secure_mode``, OS-seeded PCG64 by default; with a seeded ``generator`` the
+    ``rank``-th of ``world`` spawned streams, reproducible and **voiding the guarantee**). The
+    :math:`\mu = \sqrt{K}/\sigma` GDP event is registered once, by the accountant of the group's rank 0,
+    before any process draws noise; a refusal is raised on every process and nothing is released.
+    Inputs are checked on every process alike before the charge (see
+    :class:`~pyg_private.distributed.DistributedContractiveGraphLayer` for the checks and the
+    exchange). Not cached: every call is a new, charged release.
+
+    Args:
+        layer (GAPAggregation): the configured layer, built alike on every process (the accountant only
+            on rank 0).
+        group (ProcessGroup, optional): the processes of the release (default: the default group).
+
+    Shapes:
+        - **input:** ``x`` :math:`(e - s, F)`, ``edge_index`` of the block's rows (global ids) or a sparse
+          block :math:`(e - s, N)`; ``row_range=(s, e)``, ``num_nodes=N``
+        - **output:** :math:`(e - s, (K + 1) F)`
+    """
+
+    _layer_type = GAPAggregation
+
+    def __init__(self, layer: GAPAggregation, *, group: Any = None) -> None:
+        super().__init__(layer, group=group)
+
+    @torch.compiler.disable
+    def forward(self, x: Tensor, edge_index: Adj, *, row_range: tuple[int, int], num_nodes: int) -> Tensor:
+        """Return this process's rows of all hops concatenated, ``[e - s, (K + 1) F]`` (detached, input dtype)."""
+        layer: GAPAggregation = self.layer
+        info = self._group(x)
+        error, n, block = None, None, None
+        try:
+            n, block = self._common_checks(info, x, row_range, num_nodes)
+            reject_grad_input(type(self).__name__, x, self.training)
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError("`x` contains NaN or infinite values")
+        except (ValueError, TypeError) as exc:
+            error = exc
+        layout = self._public_inputs(info, error, block, n, x)
+        crow, col = self._graph(info, layout, edge_index, block, n)
+
+        grid, error = None, None
+        if layer.noise_multiplier > 0 and layer.sampler == "safe":  # the single-process plan
+            try:
+                grid = plan_grid(std_per_sensitivity=layer.noise_multiplier, sensitivity=layer.sensitivity,
+                                 dim=n * x.size(1), value_bound=float(max(n, 1)), tolerance=layer.grid_tolerance)
+            except (ValueError, TypeError) as exc:
+                error = exc
+        agree(error, info)
+        if layer.noise_multiplier > 0:
+            self._charge(info, layer.event(grid))  # once, on rank 0, before any noise
+        self.granularity = layer.granularity = None if grid is None else grid[0]
+        out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        with torch.no_grad():
+            out = self._hops(info, layout, n, crow, col, x.detach().to(torch.float64), grid)
+        return out.to(out_dtype)
+
+    def _hops(self, info: GroupInfo, layout: Layout, n: int, crow: Tensor, col: Tensor, x: Tensor,
+              grid: Optional[tuple[float, float]]) -> Tensor:
+        layer: GAPAggregation = self.layer
+        adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=x.device), n)
+        std = layer.noise_multiplier * layer.sensitivity
+        source: Optional[RandomSource] = None
+        generator = None
+        if std > 0:  # this process's own stream, drawn only after the charge
+            if grid is not None:
+                source = self._source(info, x.device)
+            else:
+                generator = self._float_generator(info, x.device)
+        hops = [F.normalize(x, dim=-1)]
+        for _ in range(layer.K):
+            h = spmm(adj, self._gather(info, layout, hops[-1]), reduce="sum")
+            if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
+                h = add_grid_gaussian_(h, layer.noise_multiplier * grid[1], grid[0], source)
+            elif generator is not None:
+                h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=generator)
+            hops.append(F.normalize(h, dim=-1))
+        return torch.cat(hops, dim=-1)
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        return f"{type(self).__name__}({self.layer!r}{', ' + extra if extra else ''})"
