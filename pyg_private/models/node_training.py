@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm import trange
 
 from ..accounting import OpacusAccountant, PrivacyAccountant, Unit
 
@@ -39,7 +40,7 @@ def fit_full_batch(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, epoc
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     xs, ys = x[mask], y[mask]
-    for _ in range(int(epochs)):
+    for _ in trange(int(epochs), desc="training", disable=None, leave=False):
         opt.zero_grad()
         F.cross_entropy(model(xs), ys).backward()
         opt.step()
@@ -87,7 +88,8 @@ def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_mu
             max_grad_norm=float(max_grad_norm), poisson_sampling=False, noise_generator=generator)
         private_opt.expected_batch_size = int(n * (1.0 / steps))  # Opacus' value, from the public count
         private_model.train()
-        for _ in range(int(epochs)):
+        # a progress bar on interactive terminals only (tqdm's `disable=None`), on stderr
+        for _ in trange(int(epochs), desc=f"DP-SGD ({name})", disable=None, leave=False):
             for xb, yb in private_loader:
                 private_opt.zero_grad()
                 out = private_model(xb)
