@@ -3,47 +3,12 @@ absent): it runs, prints the accuracies and the accountant's report, and the rep
 training run."""
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
-import sys
-from pathlib import Path
-
-import pytest
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _shared_data() -> Path | None:
-    env = os.environ.get("PYG_PRIVATE_DATA", "")
-    if env:
-        return Path(env) if Path(env).is_dir() else None
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "shared" / "data").is_dir():
-            return parent / "shared" / "data"
-    return None
-
-
-@pytest.fixture
-def cora(tmp_path, monkeypatch):
-    data = _shared_data()
-    if data is None or not (data / "Planetoid" / "Cora" / "raw").is_dir():
-        pytest.skip("the offline Cora files are absent (set PYG_PRIVATE_DATA)")
-    monkeypatch.setenv("PYG_PRIVATE_DATA", str(data))
-    monkeypatch.setenv("PYG_PRIVATE_CACHE", str(tmp_path / "cache"))  # PyG's processed files go here
-
-
-def _run(name: str, argv: list[str], monkeypatch, capsys) -> str:
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(sys, "argv", [name, *argv])
-    module.main()
-    return capsys.readouterr().out
-
-
-def test_gcn_to_private(cora, monkeypatch, capsys):
-    out = _run("pyg_gcn_to_private", ["--epochs", "3", "--epsilons", "2"], monkeypatch, capsys)
+def test_gcn_to_private(offline, run_example):
+    offline("Planetoid/Cora/raw")
+    out, _, _ = run_example("pyg_gcn_to_private", "--epochs", "3", "--epsilons", "2", out=False)
     assert re.search(r"GCN \(PyG examples/gcn.py, not private\)\s+-\s+\d+\.\d\s+\d+\.\d", out)
     assert re.search(r"MLP \(no edges\)\s+0\s+\d+\.\d\s+\d+\.\d", out)
     spent = re.search(r"private: ContractiveGraphLayer \+ MLP \(eps=2\)\s+(\d+\.\d+)\s+\d+\.\d\s+\d+\.\d", out)
