@@ -1,4 +1,4 @@
-"""Shared brute-force helper of the sensitivity tests."""
+"""Shared brute-force helpers of the sensitivity tests."""
 import itertools
 
 import numpy as np
@@ -19,3 +19,17 @@ def sup_frobenius(M, rng, starts=2, iters=40):
             X /= np.maximum(np.linalg.norm(X, axis=2, keepdims=True), 1e-300)
         best = np.maximum(best, np.linalg.norm(M @ X, axis=(1, 2)))
     return best
+
+
+def block_diagonal_edge_index(masks, pairs, n):
+    """One undirected graph holding every edge set of ``masks`` (bit k: pair k of ``pairs``) as its
+    own block of ``n`` nodes, so that one layer call evaluates all of them at once."""
+    import torch
+
+    blocks = []
+    for b, mask in enumerate(masks):
+        e = [p for k, p in enumerate(pairs) if mask >> k & 1]
+        if e:
+            t = torch.tensor(e).t() + b * n
+            blocks.append(torch.cat([t, t.flip(0)], 1))
+    return torch.cat(blocks, 1) if blocks else torch.empty(2, 0, dtype=torch.long)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from brute_force import sup_frobenius
+from brute_force import block_diagonal_edge_index, sup_frobenius
 from pyg_private import PrivacyAccountant, PrivacyBudgetExceeded
 from pyg_private.accounting import UntrackedPrivacyWarning
 from pyg_private.models import ProGAPConfig, progap_noise_multiplier, run_progap
@@ -66,13 +66,7 @@ def _sum_operators(layer, n, masks, pairs, monkeypatch):
     """``H -> A H`` as [n, n] matrices, one per edge set, from the layer's own noise-free aggregation
     on one block-diagonal graph (the renormalisation after the sum made the identity)."""
     monkeypatch.setattr(gap_module.F, "normalize", lambda v, dim=-1, **kw: v)
-    blocks = []
-    for b, mask in enumerate(masks):
-        e = [p for k, p in enumerate(pairs) if mask >> k & 1]
-        if e:
-            t = torch.tensor(e).t() + b * n
-            blocks.append(torch.cat([t, t.flip(0)], 1))
-    ei = torch.cat(blocks, 1) if blocks else torch.empty(2, 0, dtype=torch.long)
+    ei = block_diagonal_edge_index(masks, pairs, n)
     eye = torch.eye(n, dtype=torch.float64).repeat(len(masks), 1)  # unit rows: block b of A X is A_b
     out = layer(eye, ei)
     monkeypatch.undo()

@@ -25,7 +25,7 @@ from pyg_private.accounting import UntrackedPrivacyWarning
 from pyg_private.accounting.contractive import edge_sensitivity
 from pyg_private.nn import ContractiveGraphLayer
 from pyg_private.utils.adjacency import normalized_adjacency_csr
-from brute_force import sup_frobenius
+from brute_force import block_diagonal_edge_index, sup_frobenius
 
 C_L = 0.9
 
@@ -40,13 +40,7 @@ def _quiet():
 def _operators(layer, n, masks, pairs):
     """The layer's hop map ``X -> C_L alpha1 A X`` as an [n, n] matrix for every edge set in
     ``masks`` (bit k: pair k), computed by the layer on one block-diagonal graph."""
-    blocks = []
-    for b, mask in enumerate(masks):
-        e = [p for k, p in enumerate(pairs) if mask >> k & 1]
-        if e:
-            t = torch.tensor(e).t() + b * n
-            blocks.append(torch.cat([t, t.flip(0)], 1))
-    ei = torch.cat(blocks, 1) if blocks else torch.empty(2, 0, dtype=torch.long)
+    ei = block_diagonal_edge_index(masks, pairs, n)
     total = n * len(masks)
     crow, col = layer._read_graph(ei, total)
     adj, self_loop = layer._normalized_adjacency(crow, col, torch.float64)

@@ -27,7 +27,7 @@ import torch
 
 from pyg_private.accounting import UntrackedPrivacyWarning, node_sensitivity
 from pyg_private.nn import ContractiveGraphLayer
-from brute_force import sup_frobenius
+from brute_force import block_diagonal_edge_index, sup_frobenius
 
 SETTINGS = [(0.9, 1.0, 0.0, 1.0), (0.9, 0.8, 0.5, 0.997), (0.5, 0.3, 2.0, 0.971), (0.99, 0.5, 0.0, 0.994)]
 
@@ -42,13 +42,7 @@ def _quiet():
 def _operators(layer, n, masks, pairs):
     """``X -> C_L(alpha1 A_hat X + alpha2 Mean(X))`` as [n, n] matrices, one per edge set, from the
     layer's own hop on one block-diagonal graph (``batch``: the mean over each universe)."""
-    blocks = []
-    for b, mask in enumerate(masks):
-        e = [p for k, p in enumerate(pairs) if mask >> k & 1]
-        if e:
-            t = torch.tensor(e).t() + b * n
-            blocks.append(torch.cat([t, t.flip(0)], 1))
-    ei = torch.cat(blocks, 1) if blocks else torch.empty(2, 0, dtype=torch.long)
+    ei = block_diagonal_edge_index(masks, pairs, n)
     crow, col = layer._read_graph(ei, n * len(masks))
     adj, self_loop = layer._normalized_adjacency(crow, col, torch.float64)
     eye = torch.eye(n, dtype=torch.float64).repeat(len(masks), 1)
