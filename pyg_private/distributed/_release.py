@@ -150,6 +150,16 @@ class RowPartitionedRelease(torch.nn.Module):
         return event
 
     # ------------------------------------------------------------------ step 4
+    def _streams(self, info: GroupInfo, device: torch.device, std: float,
+                 grid: Optional[tuple[float, float]]) -> tuple[Optional[RandomSource], Optional[torch.Generator]]:
+        """This process's noise stream, created only after the charge: a :class:`RandomSource` for the
+        safe sampler (``grid`` given), a generator for the float one, nothing without noise."""
+        if std <= 0:
+            return None, None
+        if grid is not None:
+            return self._source(info, device), None
+        return None, self._float_generator(info, device)
+
     def _source(self, info: GroupInfo, device: torch.device) -> RandomSource:
         """This process's noise stream: ``secure_mode`` reads the OS CSPRNG, the default is a PCG64 stream
         seeded from the OS; a seeded ``generator`` gives the ``rank``-th of ``world`` children spawned from

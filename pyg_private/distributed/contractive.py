@@ -9,7 +9,6 @@ from torch import Tensor
 from torch_geometric.typing import Adj
 from torch_geometric.utils import spmm
 
-from ..mechanisms.randomness import RandomSource
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
 from ..nn.contractive_graph_layer import ContractiveGraphLayer, _all_finite, _clip_rows
@@ -173,13 +172,7 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
         h = _clip_rows(x)  # the chain starts inside the ball
         residual = layer.beta * (h if x0 is x else _clip_rows(x0)) if layer.beta > 0 else None
         std = layer.noise_std
-        source: Optional[RandomSource] = None
-        generator = None
-        if std > 0:  # this process's own stream, drawn only after the charge
-            if grid is not None:
-                source = self._source(info, x.device)
-            else:
-                generator = self._float_generator(info, x.device)
+        source, generator = self._streams(info, x.device, std, grid)
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
         for _ in range(layer.K):
             full = self._gather(info, layout, h)

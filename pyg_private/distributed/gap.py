@@ -9,7 +9,6 @@ from torch import Tensor
 from torch_geometric.typing import Adj
 from torch_geometric.utils import spmm
 
-from ..mechanisms.randomness import RandomSource
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
 from ..nn.gap_aggregation import GAPAggregation
@@ -98,13 +97,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         layer: GAPAggregation = self.layer
         adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=x.device), n)
         std = layer.noise_multiplier * layer.sensitivity
-        source: Optional[RandomSource] = None
-        generator = None
-        if std > 0:  # this process's own stream, drawn only after the charge
-            if grid is not None:
-                source = self._source(info, x.device)
-            else:
-                generator = self._float_generator(info, x.device)
+        source, generator = self._streams(info, x.device, std, grid)
         hops = [F.normalize(x, dim=-1)]
         for _ in range(layer.K):
             h = spmm(adj, self._gather(info, layout, hops[-1]), reduce="sum")
