@@ -27,19 +27,26 @@ NeurIPS 2024), with density and survival function (:math:`x \ge 0`)
 variance :math:`4b^2`; see :meth:`_Table.two_laplace_margin` for its fast acceptance ratio.
 
 **How a sample is drawn (all integer comparisons on uniform 63-bit words).** The integers are
-grouped into cells of :math:`w = 2^j` consecutive values, :math:`w \approx` scale / 2^r. A cell is
-chosen with Walker's alias method (Walker 1977; Vose 1991) whose table is computed once, in 256-bit
-arithmetic (``mpmath``), from the exact cell probabilities: one word gives the slot (its top bits)
-and a 50-bit comparison with the slot's split point. A value in the cell is then drawn uniformly
-(``j`` random bits) and accepted with probability :math:`P(K = k) / \max_{\text{cell}} P`, which
-is at least 0.7 and close to 1 in the bulk; the test compares a word with
-:math:`\exp(\cdot)` evaluated in float64 **only when the word lies farther than a proven margin
-from it** (:math:`2^{-44}` relative for the Laplace ratio, which is exact;
+grouped into signed cells of :math:`w = 2^j` consecutive values, :math:`w \approx` scale / 2^r (the
+positive cells :math:`[cw, cw + w)`, the negative cells :math:`(-(c + 1)w, -cw]`, so that a value is
+always ``base[cell] + offset`` and no sign is applied). A cell is chosen with Walker's alias method
+(Walker 1977; Vose 1991) whose table is computed once, in 256-bit arithmetic (``mpmath``), from the
+exact cell probabilities: the top bits of a word give the slot, the next bits are compared with the
+slot's split point. A value in the cell is then drawn uniformly (``j`` random bits) and accepted
+with probability :math:`P(K = k) / \max_{\text{cell}} P`, which is at least 0.7 and close to 1 in
+the bulk; the acceptance bits are first compared with an integer threshold below the cell's
+smallest probability (which accepts about 99% of the samples), and only the others with
+:math:`\exp(\cdot)` evaluated in float64, **decided only when the bits lie farther than a proven
+margin from it** (:math:`2^{-44}` relative for the Laplace ratio, which is exact;
 :math:`26/\sigma^2 + 2^{-44}` for the Gaussian, covering the integral's deviation from the density
-ratio; :math:`1/(12 b^2) + 2^{-44}` for the sum of two Laplace, likewise), and otherwise, with
-probability about :math:`2^{-35}`, in 256-bit arithmetic with as many further random bits as the
-comparison needs. The rare cases (a tie with an alias split, the outermost tail beyond 10 standard
-deviations, 50 Laplace scales or 55 scales of the two-Laplace sum) take the same exact path. The
+ratio; :math:`1/(12 b^2) + 2^{-44}` for the sum of two Laplace, likewise); a comparison the bits
+cannot decide reads one more word, and what that leaves (probability about :math:`2^{-43}`) is
+decided in 256-bit arithmetic with as many further words as it needs. A tie with an alias split
+is broken the same way (the split's next 63 bits, then 256 bits). When the slot, 14 split bits,
+the offset and at least 10 acceptance bits fit in one word (noise scales up to about
+:math:`2^{30}` steps), a sample reads one word; otherwise two or three. The outermost tail (beyond
+10 standard deviations, 50 Laplace scales or 55 scales of the two-Laplace sum) is drawn exactly
+by inversion in 256-bit arithmetic. The
 samples are therefore exact up to the 256-bit precision of the tables: the sampled distribution
 differs from the stated one by less than :math:`10^{-60}` in total variation (far below any
 reported privacy figure; not added to the ledger).
@@ -57,6 +64,7 @@ import mpmath
 import torch
 from torch import Tensor
 
+from ._workspace import borrow
 from .randomness import WORD_BITS, RandomSource, run_tasks
 
 __all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "rounded_two_laplace", "exact_bernoulli",
@@ -69,8 +77,10 @@ MIN_SCALE = 2.0 ** 20
 #: Largest one: samples stay below 2^62 in magnitude, and float64 holds every cell offset exactly.
 MAX_SCALE = 2.0 ** 46
 _PREC = 256  # bits of the alias tables and of every exact comparison
-_SPLIT_BITS = 50  # bits of a word compared with an alias split in the fast path
-_ACCEPT_BITS = 62  # bits of a word compared with an acceptance probability (the 63rd is the sign)
+_SPLIT_SHORT = 14  # bits compared with an alias split when one word holds a whole sample
+_SPLIT_LONG = 50  # ... when the split has a word of its own
+_MIN_ACCEPT = 10  # fewest acceptance bits of the one-word layout
+_EXTEND_LIMIT = 52  # acceptance bits up to which an undecided float comparison reads one more word
 # table covers |k| < T * scale; beyond: exact tail path (mass e^-50 = 2e-22, 2 Phi(-10) = 2e-23,
 # e^-55 (2 + 55) / 2 = 3.7e-23 for the two-Laplace sum)
 _TAILS = {"laplace": 50.0, "gaussian": 10.0, "two_laplace": 55.0}
@@ -87,7 +97,16 @@ def _mp(prec: int = _PREC):
 
 
 class _Table:
-    """The alias table of the cells of one distribution (immutable, cached)."""
+    r"""The alias table of the signed cells of one distribution, and the fast-path tables (cached).
+
+    **Cells.** With :math:`w = 2^j` and :math:`C` cells per side: the positive cell :math:`c`
+    holds the values :math:`[cw, cw + w)`, the negative cell :math:`C + c` the values
+    :math:`(-(c + 1)w, -cw]` (the same magnitudes), each with half the mass of the magnitudes
+    :math:`M = |K|` in :math:`[cw, (c + 1)w)`; the tail cells :math:`2C` and :math:`2C + 1` hold
+    :math:`K \ge Cw` and :math:`K \le -Cw`. (Value 0 lies in both cells 0, with half of
+    :math:`P(M = 0)` in each.) A value is ``base[cell] + offset``, ``offset`` uniform in
+    :math:`[0, w)`, accepted with probability :math:`P(M = |k|) / P(M = r)`, :math:`r` the cell's
+    most likely magnitude (:math:`cw`, or 1 in cell 0)."""
 
     def __init__(self, kind: Kind, scale: float) -> None:
         self.kind, self.scale = kind, float(scale)
@@ -95,30 +114,24 @@ class _Table:
         self.ctx = ctx
         r = _CELLS[kind]
         self.j = int(math.floor(math.log2(self.scale))) - r  # cell width w = 2^j, scale / w in [2^r, 2^(r+1))
-        self.w = 1 << self.j
-        self.num_cells = int(math.ceil(_TAILS[kind] * self.scale / self.w))  # cells 0 .. C-1 cover M < C w
-        n = self.num_cells + 1  # + the tail slot
-        self.slot_bits = max(1, int(math.ceil(math.log2(n))))
+        self.w = w = 1 << self.j
+        self.num_cells = c_max = int(math.ceil(_TAILS[kind] * self.scale / w))  # magnitudes below C w per side
+        self.pos_tail, self.neg_tail = 2 * c_max, 2 * c_max + 1
+        self.slot_bits = max(1, int(math.ceil(math.log2(2 * c_max + 3))))  # at least one empty cell
         slots = 1 << self.slot_bits
-        self.tail = self.num_cells
-        survival = [ctx.mpf(1)] + [self.tail_mass(c * self.w) for c in range(1, self.num_cells + 1)]
-        masses = [survival[c] - survival[c + 1] for c in range(self.num_cells)]  # P(M in [cw, (c+1)w))
-        masses.append(survival[-1])
-        masses += [ctx.mpf(0)] * (slots - n)
+        survival = [ctx.mpf(1)] + [self.tail_mass(c * w) for c in range(1, c_max + 1)]  # P(M >= cw)
+        half = [(survival[c] - survival[c + 1]) / 2 for c in range(c_max)]  # P(M in [cw, (c+1)w)) / 2
+        masses = half + half + [survival[-1] / 2] * 2 + [ctx.mpf(0)] * (slots - 2 * c_max - 2)
         total = ctx.fsum(masses)
-        self.split, self.alias = _vose(ctx, [m / total for m in masses])
-        self.split_bits = _SPLIT_BITS
-        self._build_fast()
+        # slot s holds cell s - 1 (mod slots): slot 0 holds the last, empty, cell (see first_pass)
+        self.split, self.alias = _vose(ctx, [m / total for m in masses[-1:] + masses[:-1]])
+        assert self.split[0] == 0
+        cells = range(slots)
+        self.base = torch.tensor([c * w if c < c_max else -(c - c_max + 1) * w + 1 if c < 2 * c_max else 0
+                                  for c in cells], dtype=torch.int64)
+        self.ref = torch.tensor([max((c % c_max) * w, 1) if c < 2 * c_max else 1 for c in cells], dtype=torch.int64)
         self.margin = _FLOAT_MARGIN + (26.0 / self.scale ** 2 if kind == "gaussian" else
                                        self.two_laplace_margin(self.scale) if kind == "two_laplace" else 0.0)
-        # one word holds sign, offset and >= 30 acceptance bits when the cell is narrow enough (the
-        # cheap test needs few bits; a comparison they cannot decide reads further words exactly)
-        self.shared = self.j <= WORD_BITS - 1 - 30
-        self.accept_bits = WORD_BITS - 1 - self.j if self.shared else WORD_BITS - 1
-        # the float comparisons: accept when (bits + 1) / 2^b <= ratio (1 - m), reject when
-        # bits / 2^b >= ratio (1 + m); 2^-50 covers the rounding of bits and of the products
-        self.accept_scale = (1.0 - self.margin - 2.0 ** -50) * 2.0 ** self.accept_bits
-        self.reject_scale = (1.0 + self.margin + 2.0 ** -50) * 2.0 ** self.accept_bits
         if kind == "laplace":  # P(M = 0) / P(M = 1) = e^x / (1 + e^-x), x = 1 / (2b)
             x = 0.5 / self.scale
             self.zero_ratio = math.exp(x) / (1.0 + math.exp(-x))
@@ -126,48 +139,101 @@ class _Table:
             self.zero_ratio = float(self.pmf_m(0) / self.pmf_m(1))
         else:  # P(M = 0) / P(M = 1) = exp(1 / (2 sigma^2)) / 2, up to the margin
             self.zero_ratio = 0.5 * math.exp(0.5 / self.scale ** 2)
+        self._layout()
         self._build_cheap()
+        self._build_fast()
 
-    def _build_cheap(self) -> None:
-        """Per cell, an integer threshold below which a word accepts every value of the cell: the
-        float estimate of the cell's smallest acceptance probability (at its far end, or value 0 in
-        cell 0) times ``1 - margin``, so a word below it lies below every value's probability."""
-        w = self.w
-        far = [c * w + w - 1 for c in range(self.num_cells)]
-        ref = [max(c * w, 1) for c in range(self.num_cells)]
-        if self.kind == "laplace":
-            low = [math.exp(-(f - r) / self.scale) for f, r in zip(far, ref)]
-        elif self.kind == "two_laplace":  # the density ratio, a lower bound of the exact one (see the margin)
-            b = self.scale
-            low = [math.exp(-(f - r) / b) * (b + f) / (b + r) for f, r in zip(far, ref)]
+    # -- the word layout ----------------------------------------------------------------------------
+    def _layout(self) -> None:
+        """Which bits of which word each field takes. One word when it holds the slot, 14 split
+        bits, the ``j`` offset bits and at least 10 acceptance bits; else a second word for the
+        offset and the acceptance bits (a third for the offset when ``j > 33``)."""
+        sb, j = self.slot_bits, self.j
+        if WORD_BITS - sb - j - _SPLIT_SHORT >= _MIN_ACCEPT:
+            self.words_per_sample, self.split_bits = 1, _SPLIT_SHORT
+            self.accept_bits = WORD_BITS - sb - _SPLIT_SHORT - j
         else:
-            low = [math.exp(-(f - r) * (f + r) / (2.0 * self.scale ** 2)) for f, r in zip(far, ref)]
-        low[0] = min(low[0], self.zero_ratio)
-        thresholds = [int(math.floor(a * self.accept_scale)) - 1 for a in low]
-        thresholds += [1 << self.accept_bits] * (len(self.split) - self.num_cells)  # tail, padding: accept
-        self.cheap = torch.tensor(thresholds, dtype=torch.int64)
+            self.split_bits = min(_SPLIT_LONG, WORD_BITS - sb)
+            self.words_per_sample = 2 if WORD_BITS - j >= 30 else 3
+            self.accept_bits = WORD_BITS - j if self.words_per_sample == 2 else WORD_BITS
+        # the float comparisons: accept when (bits + 1) / 2^b <= ratio (1 - m), reject when
+        # bits / 2^b >= ratio (1 + m); 2^-50 covers the rounding of bits and of the products
+        self.accept_scale = (1.0 - self.margin - 2.0 ** -50) * 2.0 ** self.accept_bits
+        self.reject_scale = (1.0 + self.margin + 2.0 ** -50) * 2.0 ** self.accept_bits
+
+    def offset_and_bits(self, words: list[Tensor], out: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        """The cell offsets and the acceptance bits of a batch of samples (into ``out`` when given;
+        with three words the bits are the second word itself)."""
+        a = self.accept_bits
+        offset, bits = out if out is not None else (None, None)
+        if self.words_per_sample == 1:
+            offset = torch.bitwise_right_shift(words[0], a, out=offset).bitwise_and_(self.w - 1)
+            return offset, torch.bitwise_and(words[0], (1 << a) - 1, out=bits)
+        if self.words_per_sample == 2:
+            return (torch.bitwise_right_shift(words[1], a, out=offset),
+                    torch.bitwise_and(words[1], (1 << a) - 1, out=bits))
+        return torch.bitwise_right_shift(words[2], WORD_BITS - self.j, out=offset), words[1]
+
+    # -- the fast-path tables -----------------------------------------------------------------------
+    def _build_cheap(self) -> None:
+        """Per cell, an integer threshold below which the acceptance bits accept every value of the
+        cell: the float estimate of the cell's smallest acceptance probability (at its far end, or
+        value 0 in cell 0) times ``(1 - margin) 2^accept_bits``, less one. The tail cells and the
+        padding get 0: every sample there is flagged (a tail value is then drawn exactly)."""
+        c_max, w = self.num_cells, self.w
+        ref = self.ref[:c_max]
+        low = self.density_ratio(torch.arange(c_max, dtype=torch.int64) * w + w - 1, ref)  # far ends
+        low[0] = min(float(low[0]), self.zero_ratio)
+        thresholds = (low * self.accept_scale).floor_().to(torch.int64).sub_(1)
+        self.cheap = torch.cat([thresholds, thresholds,
+                                torch.zeros(len(self.split) - 2 * c_max, dtype=torch.int64)])
 
     def _build_fast(self) -> None:
-        unit = 1 << self.split_bits
-        self.split_int = torch.tensor([int(mpmath.floor(s * unit)) for s in self.split], dtype=torch.int64)
+        """The split tables for ``split_bits`` bits and the tables of :func:`first_pass`, indexed by
+        ``3 slot + sign(low - split)``: the chosen cell's base and cheap threshold (0 for a tie)."""
+        s = self.split_bits
+        fixed = [s_ * (1 << s) for s_ in self.split]
+        self.split_int = torch.tensor([int(self.ctx.floor(f)) for f in fixed], dtype=torch.int64)
+        self.split_next = torch.tensor([int(self.ctx.floor((f - self.ctx.floor(f)) * (1 << WORD_BITS))) for f in fixed],
+                                       dtype=torch.int64)
         self.alias_t = torch.tensor(self.alias, dtype=torch.int64)
+        n = len(self.split)
+        slots = torch.arange(n, dtype=torch.int64)
+        self.slot_cell = (slots - 1) % n
+        self.split_high = (slots << s) + self.split_int  # compared with slot 2^s + low
+        # index 3 slot + sign(low - split): 3 s - 1 keeps the slot, 3 s + 1 takes its alias, 3 s is a tie
+        i = torch.arange(3 * n - 1, dtype=torch.int64) + 1
+        slot, side = i // 3, i % 3
+        cell = torch.where(side == 0, self.slot_cell[slot], self.slot_cell[self.alias_t[slot]])
+        tie = side == 1
+        self.base3 = torch.where(tie, 0, self.base[cell])
+        self.cheap3 = torch.where(tie, 0, self.cheap[cell])  # a tie is always flagged
+        # one word: base and threshold in one entry (|base| < 2^(slot_bits - 1 + j), so it fits)
+        self.packed3 = (self.base3 << self.accept_bits) | self.cheap3 if self.words_per_sample == 1 else None
+        self.low_shift = WORD_BITS - self.slot_bits - s
         self._devices = {}
 
-    @property
-    def consts(self) -> Tensor:
-        """The integer constants of :func:`first_pass`."""
-        slot_shift = WORD_BITS - self.slot_bits
-        offset_shift = self.accept_bits if self.shared else WORD_BITS - self.j
-        return torch.tensor([slot_shift, slot_shift - self.split_bits, (1 << self.split_bits) - 1, offset_shift,
-                             self.w - 1, (1 << self.accept_bits) - 1, self.j, self.tail], dtype=torch.int64)
-
-    def on(self, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-        """The fast-path tables (integer splits, aliases, cheap acceptance thresholds) on ``device``."""
-        if device.type == "cpu":
-            return self.split_int, self.alias_t, self.cheap
+    def on(self, device: torch.device) -> dict[str, Tensor]:
+        """The integer tables on ``device``."""
+        names = ("split_high", "packed3", "base3", "cheap3", "split_int", "split_next", "alias_t", "slot_cell", "base",
+                 "cheap", "ref")
         if device not in self._devices:
-            self._devices[device] = (self.split_int.to(device), self.alias_t.to(device), self.cheap.to(device))
+            self._devices[device] = {name: getattr(self, name).to(device) for name in names
+                                     if getattr(self, name) is not None}
         return self._devices[device]
+
+    # -- the float ratio ----------------------------------------------------------------------------
+    def density_ratio(self, m: Tensor, r: Tensor) -> Tensor:
+        """float64 ratio of the continuous densities at magnitudes ``m`` and ``r`` (integers,
+        ``0 <= m - r < w``): within ``margin`` of ``P(M = m) / P(M = r)`` for ``1 <= r``, and for the
+        Laplace kinds never above it."""
+        diff = (m - r).to(torch.float64)
+        if self.kind == "laplace":
+            return diff.mul_(-1.0 / self.scale).exp_()
+        if self.kind == "two_laplace":  # e^{-(m - r)/b} (b + m) / (b + r)
+            poly = (m.to(torch.float64) + self.scale).div_(r.to(torch.float64) + self.scale)
+            return diff.mul_(-1.0 / self.scale).exp_().mul_(poly)
+        return diff.mul_((m + r).to(torch.float64)).mul_(-0.5 / self.scale ** 2).exp_()
 
     @staticmethod
     def two_laplace_margin(b: float) -> float:
@@ -175,8 +241,8 @@ class _Table:
         (grid steps, :math:`b \ge 2^{20}`): :math:`1/(12 b^2)`, added to the float margin
         :math:`2^{-44}`.
 
-        **The fast ratio.** For :math:`1 \le r \le k` in one cell (:math:`r` the cell's reference,
-        :math:`0 \le k - r < w \le b/32`) the sampler evaluates the *density* ratio
+        **The fast ratio.** For magnitudes :math:`1 \le r \le k` in one cell (:math:`r` the cell's
+        reference, :math:`0 \le k - r < w \le b/32`) the sampler evaluates the *density* ratio
         :math:`D = e^{-(k - r)/b}\,(b + k)/(b + r) = f(k)/f(r)`. The exact ratio of the rounded
         variable follows from the antiderivative of :math:`h(x) = (1 + x/b) e^{-x/b}`,
         :math:`-b\,e^{-x/b}(2 + x/b)`: with :math:`\delta = 1/(2b)`,
@@ -202,10 +268,10 @@ class _Table:
         relatively, and never below it (which also makes :math:`D` at a cell's far end a valid
         cheap threshold). The float64 evaluation of :math:`D` (an exact integer difference, a
         product by :math:`1/b`, ``exp`` of an argument below :math:`2^{-5}`, two sums and a quotient)
-        errs by less than :math:`8 \cdot 2^{-53}` relatively, well inside :math:`2^{-44}`. Value 0
-        (cell 0) uses :math:`P(M = 0)/P(M = 1)` from the 256-bit probabilities, rounded once.
-        ``tests/mechanisms/test_two_laplace_noise.py`` checks the bound against the 256-bit ratio
-        and that it is tight enough to catch a wrong formula."""
+        errs by less than :math:`8 \cdot 2^{-53}` relatively, and the product with the cell-0
+        factor :math:`P(M = 1)/(2P(M = 0))` (rounded once from 256 bits) by two ulps more: well
+        inside :math:`2^{-44}`. ``tests/mechanisms/test_two_laplace_noise.py`` checks the bound
+        against the 256-bit ratio and that it is tight enough to catch a wrong formula."""
         return 1.0 / (12.0 * b * b)
 
     # -- exact probabilities (256-bit) ------------------------------------------------------------
@@ -240,12 +306,20 @@ class _Table:
             return ctx.exp(-u) * (2 + u) / 2
         return 2 * ctx.ncdf(-(ctx.mpf(k) - ctx.mpf(0.5)) / ctx.mpf(self.scale))
 
+    def cell_of(self, value: int) -> int:
+        """The cell holding the integer ``value`` (0 lies in both cells 0: the positive one is returned)."""
+        c = abs(value) >> self.j
+        if value >= 0:
+            return c if c < self.num_cells else self.pos_tail
+        return self.num_cells + c if c < self.num_cells else self.neg_tail
+
     def reference(self, c: int) -> int:
-        """The value of largest ``P(M = k)`` in cell ``c`` (the envelope is ``P(M = ref)``)."""
+        """The magnitude of largest ``P(M = k)`` in the magnitude cell ``c``."""
         return 1 if c == 0 else c * self.w
 
     def accept_probability(self, k: int):
-        """Exact ``P(M = k) / P(M = ref)`` (256-bit)."""
+        """Exact ``P(M = |k|) / P(M = reference)`` (256-bit) for a value ``k`` of a table cell."""
+        k = abs(k)
         return self.pmf_m(k) / self.pmf_m(self.reference(k >> self.j))
 
 
@@ -272,42 +346,45 @@ def _vose(ctx, probs):
     return split, alias
 
 
-def first_pass(w1: Tensor, w2: Tensor, w3: Tensor, split_int: Tensor, alias: Tensor, cheap: Tensor,
-               consts: list[int]) -> tuple[Tensor, Tensor, Tensor]:
-    """One pass over uniform 63-bit words: the alias cell, the signed candidate value, and a flag for
-    the samples the eager code must finish (an alias tie, the tail cell, a word the cheap threshold
-    does not accept).
+def first_pass(word: Tensor, offset: Tensor, bits: Tensor, out: Tensor, scratch: tuple[Tensor, Tensor, Tensor, Tensor],
+               split_high: Tensor, tables: list[Tensor], slot_shift: int, low_shift: int, accept_bits: int) -> Tensor:
+    """One pass over a batch: writes ``base + offset`` of the alias-chosen cell into ``out`` and
+    returns the flags of the samples the eager code must finish (an alias tie, a tail cell, bits the
+    cheap threshold does not accept), in ``scratch[3]``.
 
-    ``consts``: slot shift, split shift, split mask, offset shift, offset mask, acceptance mask, cell
-    width exponent ``j``, tail cell. ``w3`` is ``w2`` when the offset shares the acceptance word.
-    Written with integer arithmetic and table gathers only (``torch.where`` on a boolean mask costs
-    about three integer operations): ``d >> 63`` is all ones exactly where ``d < 0``."""
-    slot = w1 >> consts[0]
-    d = (w1 >> consts[1]).bitwise_and_(consts[2]).sub_(split_int.index_select(0, slot))  # low - split
-    other = alias.index_select(0, slot)
-    cell = slot.sub_(other).bitwise_and_(d >> 63).add_(other)  # the slot when low < split, else its alias
-    negative = w2 >> 62
-    k = (w3 >> consts[3]).bitwise_and_(consts[4]).add_(cell, alpha=1 << consts[6])
-    value = k.bitwise_xor_(negative.neg_()).sub_(negative)  # negative is -1 or 0 here: k or -k
-    flag = (w2 & consts[5]) >= cheap.index_select(0, cell)
-    flag |= d == 0
-    flag |= cell == consts[7]
-    return value, cell, flag
+    ``offset`` and ``bits`` come from :meth:`_Table.offset_and_bits`; ``tables`` is ``[packed]``
+    (base and threshold in one entry) or ``[base, threshold]``, indexed by
+    ``3 slot + sign(low - split)``: keep the slot below its split, take the alias above it, and
+    flag a tie. Slot 0 holds an empty cell whose split is 0, so its index is never negative.
+    Integer arithmetic and two or three table gathers, no boolean masks, every result in
+    ``scratch`` (three int64 buffers and a bool one of the batch's size)."""
+    slot, pick, entry, flag = scratch
+    torch.bitwise_right_shift(word, slot_shift, out=slot)
+    torch.bitwise_right_shift(word, low_shift, out=pick)
+    pick.sub_(torch.index_select(split_high, 0, slot, out=entry)).sign_().add_(slot, alpha=3)
+    if len(tables) == 1:
+        torch.index_select(tables[0], 0, pick, out=entry)
+        torch.add(offset, torch.bitwise_right_shift(entry, accept_bits, out=slot), out=out)
+        return torch.ge(bits, entry.bitwise_and_((1 << accept_bits) - 1), out=flag)
+    torch.add(offset, torch.index_select(tables[0], 0, pick, out=entry), out=out)
+    return torch.ge(bits, torch.index_select(tables[1], 0, pick, out=entry), out=flag)
 
 
 def exact_bernoulli(p, known: int, known_bits: int, source: RandomSource, ctx=None) -> bool:
     """Whether ``U < p`` for a uniform ``U`` whose first ``known_bits`` bits are the integer ``known``,
     drawing further 63-bit words from ``source`` until the comparison is decided (``p`` an mpmath
-    number in [0, 1], exact to 256 bits)."""
+    number in [0, 1]: a dyadic rational, so the loop ends once its bits are exhausted)."""
     ctx = ctx or _mp()
     t = ctx.mpf(p) * (1 << known_bits)
-    for _ in range(4):  # 256 bits of p: at most ~3 further words are meaningful
+    while True:
         f = int(ctx.floor(t))
         if known != f:
             return known < f
-        t = (t - f) * (1 << WORD_BITS)
+        t = t - f  # exact: the fraction of a dyadic number
+        if t == 0:  # U >= p; equality has probability 0
+            return False
+        t = t * (1 << WORD_BITS)
         known = int(source.words(1)[0])
-    raise RuntimeError("exact comparison exhausted the 256-bit precision (probability below 2^-190)")
 
 
 class RoundedNoiseSampler:
@@ -316,7 +393,7 @@ class RoundedNoiseSampler:
     Laplace (``kind="two_laplace"``, each of scale :math:`b`; standard deviation :math:`2b`)
     distribution on the integers, the scale given in grid steps, in :math:`[2^{20}, 2^{46}]`.
 
-    The alias table is built once per ``(kind, scale)`` (about 0.1 s) and cached.
+    The alias table is built once per ``(kind, scale)`` (about 0.2 s) and cached.
     """
 
     def __init__(self, kind: Kind, scale: float) -> None:
@@ -352,139 +429,160 @@ class RoundedNoiseSampler:
         return out
 
     def _sample_task(self, out: Tensor, source: RandomSource) -> None:
-        """Fill ``out`` from one stream: cache-sized chunks through :func:`first_pass`, the flagged
-        samples finished exactly, then the rejected values again."""
+        """Fill ``out`` from one stream: cache-sized chunks through :func:`first_pass` (with scratch
+        buffers borrowed for the task), the flagged samples (about 1%) finished together, then the
+        rejected values drawn again in their cells."""
         t = self._t
         n = out.numel()
-        split_int, alias, cheap = t.on(out.device)
-        consts = t.consts.tolist()
-        flagged_parts = []
-        for start in range(0, n, _CHUNK):
-            m = min(_CHUNK, n - start)
-            w1, w2 = source.words(m), source.words(m)
-            w3 = w2 if t.shared else source.words(m)
-            value, cell, flag = first_pass(w1, w2, w3, split_int, alias, cheap, consts)
-            out[start:start + m] = value
-            idx = flag.nonzero().squeeze(1)
-            if idx.numel():  # about 1%: ties, the full acceptance test, tails (finished below, together)
-                w2i = w2.index_select(0, idx)
-                w3i = w2i if t.shared else w3.index_select(0, idx)
-                flagged_parts.append((idx + start, w1.index_select(0, idx), cell.index_select(0, idx),
-                                      (w3i >> consts[3]) & consts[4], w2i & consts[5], w2i >> (WORD_BITS - 1)))
-        cells, retry = [], []
-        if flagged_parts:
-            index, w1, cell, offset, bits, negative = (torch.cat(p) for p in zip(*flagged_parts))
-            cell, accept = self._finish(out, index, w1, cell, offset, bits, negative, source)
-            if not bool(accept.all()):
-                cells.append(cell[~accept])
-                retry.append(index[~accept])
-        if retry:  # rejection: a fresh value of the same cell, until accepted
-            index, cell = torch.cat(retry), torch.cat(cells)
-            while index.numel():
-                value, accept = self._within(cell, source)
-                out[index[accept]] = value[accept]
-                index, cell = index[~accept], cell[~accept]
+        tables = t.on(out.device)
+        per = t.words_per_sample
+        slot_shift = WORD_BITS - t.slot_bits
+        fast = [tables["packed3"]] if "packed3" in tables else [tables["base3"], tables["cheap3"]]
+        flagged = []
+        size = min(_CHUNK, n)
 
-    def _finish(self, out: Tensor, index: Tensor, w1: Tensor, cell: Tensor, offset: Tensor, bits: Tensor,
-                negative: Tensor, source: RandomSource) -> tuple[Tensor, Tensor]:
-        """Finish the samples the first pass flagged: an alias tie decided exactly, the tail cell,
+        def scratch():
+            return [torch.empty(size, dtype=torch.int64, device=out.device) for _ in range(5)] + \
+                [torch.empty(size, dtype=torch.bool, device=out.device)]
+
+        with borrow(("exact_integer_noise", out.device, size), scratch) as buffers:
+            for start in range(0, n, _CHUNK):
+                m = min(_CHUNK, n - start)
+                part = [b[:m] for b in buffers]
+                words = [source.words(m) for _ in range(per)]
+                offset, bits = t.offset_and_bits(words, out=(part[0], part[1]))
+                flag = first_pass(words[0], offset, bits, out[start:start + m], (part[2], part[3], part[4], part[5]),
+                                  tables["split_high"], fast, slot_shift, t.low_shift, t.accept_bits)
+                idx = flag.nonzero().squeeze(1)
+                if idx.numel():
+                    flagged.append((idx + start, [w.index_select(0, idx) for w in words]))
+        if not flagged:
+            return
+        index = torch.cat([f[0] for f in flagged])
+        words = [torch.cat([f[1][i] for f in flagged]) for i in range(per)]
+        cell, accept = self._finish(out, index, words, source)
+        index, cell = index[~accept], cell[~accept]
+        while index.numel():  # rejection: a fresh value of the same cell, until accepted
+            value, accept = self._within(cell, source)
+            out[index[accept]] = value[accept]
+            index, cell = index[~accept], cell[~accept]
+
+    def _finish(self, out: Tensor, index: Tensor, words: list[Tensor], source: RandomSource) -> tuple[Tensor, Tensor]:
+        """Finish the flagged samples: an alias tie decided exactly, the tail cells drawn exactly,
         the acceptance test beyond the cheap threshold. Writes the accepted values into ``out`` at
         ``index``; returns the (decided) cells and which values were accepted."""
         t = self._t
-        slot = w1 >> (WORD_BITS - t.slot_bits)
-        low = (w1 >> (WORD_BITS - t.slot_bits - t.split_bits)) & ((1 << t.split_bits) - 1)
-        split_int, _, cheap = t.on(w1.device)
-        tie = low == split_int.index_select(0, slot)
-        if bool(tie.any()):  # probability 2^-50 per sample: the exact comparison
-            cell = cell.clone()
-            for i in tie.nonzero().squeeze(1).tolist():
-                s = int(slot[i])
-                keep = exact_bernoulli(t.split[s], int(low[i]), t.split_bits, source, t.ctx)
-                cell[i] = s if keep else t.alias[s]
-        k = torch.add(offset, cell, alpha=t.w)
-        accept = bits < cheap.index_select(0, cell)
-        self._slow_accept(accept, k, offset, bits, source)
-        value = torch.where(negative.bool(), -k, k)
-        tail = cell == t.tail
+        tables = t.on(out.device)
+        slot = words[0] >> (WORD_BITS - t.slot_bits)
+        low = (words[0] >> t.low_shift) & ((1 << t.split_bits) - 1)
+        split_int = tables["split_int"].index_select(0, slot)
+        keep = low < split_int
+        tie = (low == split_int).nonzero().squeeze(1)
+        if tie.numel():  # probability 2^-split_bits per sample: one more word decides, or 256 bits
+            keep[tie] = self._break_ties(slot[tie], low[tie], source)
+        cell = tables["slot_cell"].index_select(0, torch.where(keep, slot, tables["alias_t"].index_select(0, slot)))
+        offset, bits = t.offset_and_bits(words)
+        value = tables["base"].index_select(0, cell).add_(offset)
+        accept = bits < tables["cheap"].index_select(0, cell)
+        tail = cell >= t.pos_tail
+        self._slow_accept(accept, ~tail, value, cell, bits, source)
         if bool(tail.any()):
-            self._replace_tails(value, tail, source)
+            self._replace_tails(value, cell, tail, source)
             accept |= tail
         out[index[accept]] = value[accept]
         return cell, accept
 
-    def _slow_accept(self, accept: Tensor, k: Tensor, offset: Tensor, bits: Tensor, source: RandomSource) -> None:
-        """Complete the acceptance test in place where the cheap threshold did not accept: the
-        value's own probability in float64 outside the margin, 256-bit arithmetic inside it."""
+    def _break_ties(self, slot: Tensor, low: Tensor, source: RandomSource) -> Tensor:
+        """Whether each tied slot keeps itself: ``U < split`` where ``U``'s first ``split_bits`` bits
+        equal the split's; the next 63 bits of both decide unless they are equal too (then 256 bits)."""
         t = self._t
-        slow = (~accept).nonzero().squeeze(1)
+        v = source.words(slot.numel())
+        following = t.on(slot.device)["split_next"].index_select(0, slot)
+        keep = v < following
+        for i in (v == following).nonzero().squeeze(1).tolist():
+            known = (int(low[i]) << WORD_BITS) | int(v[i])
+            keep[i] = exact_bernoulli(t.split[int(slot[i])], known, t.split_bits + WORD_BITS, source, t.ctx)
+        return keep
+
+    def _slow_accept(self, accept: Tensor, eligible: Tensor, value: Tensor, cell: Tensor, bits: Tensor,
+                     source: RandomSource) -> None:
+        r"""Complete the acceptance test in place where the cheap threshold did not accept (among
+        ``eligible``): ``U < p`` with ``U`` the acceptance bits followed by fresh words and ``p`` the
+        value's acceptance probability.
+
+        First in float64: accept when ``(bits + 1) / 2^a <= ratio (1 - margin)``, reject when
+        ``bits / 2^a >= ratio (1 + margin)``. The rest (probability about :math:`2^{-a}`) reads one
+        more word ``v`` and compares ``v`` with :math:`(y - \mathrm{bits})\,2^{63}`, ``y`` the two
+        bounds above times :math:`2^a`: the difference is exact in float64 (``y`` lies within 2 of
+        the integer ``bits`` and below :math:`2^{53}`, so both are multiples of ``y``'s last
+        place), the scaling is exact, and the comparison is between integers. What even that
+        leaves undecided (probability about :math:`2^{-43}`) is decided in 256-bit arithmetic."""
+        t = self._t
+        slow = (eligible & ~accept).nonzero().squeeze(1)
         if not slow.numel():
             return
-        ks, bs = k[slow], bits[slow]
-        ratio = self._ratio(ks, offset[slow])
+        bs = bits.index_select(0, slow)
+        ratio = self._ratio(value.index_select(0, slow), cell.index_select(0, slow))
         bf = bs.to(torch.float64)
-        acc = (bf + 1.0) <= ratio * t.accept_scale
-        undecided = (~acc) & (bf < ratio * t.reject_scale)
-        if bool(undecided.any()):  # about 2^-35 per sample: decide exactly
-            for i in undecided.nonzero().squeeze(1).tolist():
-                acc[i] = exact_bernoulli(t.accept_probability(int(ks[i])), int(bs[i]), t.accept_bits, source, t.ctx)
+        y_acc, y_rej = ratio * t.accept_scale, ratio * t.reject_scale
+        acc = (bf + 1.0) <= y_acc
+        undecided = ((~acc) & (bf < y_rej)).nonzero().squeeze(1)
+        if undecided.numel():
+            known, known_bits = bs.index_select(0, undecided), t.accept_bits
+            if t.accept_bits <= _EXTEND_LIMIT:  # one more word, compared exactly
+                v = source.words(undecided.numel())
+                b_u = bf.index_select(0, undecided)
+                lower = (y_acc.index_select(0, undecided) - b_u).mul_(2.0 ** WORD_BITS)  # < 2^63
+                upper = (y_rej.index_select(0, undecided) - b_u).mul_(2.0 ** WORD_BITS)  # > 0
+                yes = v < lower.floor().to(torch.int64)
+                can_reject = upper < 2.0 ** WORD_BITS
+                no = can_reject & (v >= torch.where(can_reject, upper, 0.0).ceil().to(torch.int64))
+                acc[undecided] = yes
+                rest = ~(yes | no)
+                undecided, known = undecided[rest], (known[rest], v[rest])
+                known_bits = t.accept_bits + WORD_BITS
+            for i, u in enumerate(undecided.tolist()):  # decide exactly
+                k = int(known[i]) if known_bits == t.accept_bits else \
+                    (int(known[0][i]) << WORD_BITS) | int(known[1][i])
+                acc[u] = exact_bernoulli(t.accept_probability(int(value[slow[u]])), k, known_bits, source, t.ctx)
         accept[slow] = acc
 
     def _within(self, cell: Tensor, source: RandomSource) -> tuple[Tensor, Tensor]:
-        """A uniform value of each cell with a random sign, and whether the rejection test accepts it
-        (values of the tail cell are drawn by the exact tail path, accepted)."""
+        """A uniform value of each (table) cell, and whether the rejection test accepts it."""
         t = self._t
-        word = source.words(cell.numel())
-        negative = (word >> (WORD_BITS - 1)).bool()
-        if t.shared:  # sign, offset and acceptance bits from one word
-            offset = (word >> t.accept_bits) & (t.w - 1)
-        else:
-            offset = source.words(cell.numel()) >> (WORD_BITS - t.j)
-        bits = word & ((1 << t.accept_bits) - 1)
-        k = torch.add(offset, cell, alpha=t.w)
-        # cheap test first: below the cell's smallest acceptance probability (integer threshold)
-        accept = bits < t.on(cell.device)[2].index_select(0, cell)
-        self._slow_accept(accept, k, offset, bits, source)
-        value = torch.where(negative, -k, k)  # the sign of M = 0 is irrelevant
-        tail = cell == t.tail
-        if bool(tail.any()):
-            self._replace_tails(value, tail, source)
-            accept |= tail
+        tables = t.on(cell.device)
+        offset, bits = t.offset_and_bits([source.words(cell.numel()) for _ in range(t.words_per_sample)])
+        value = tables["base"].index_select(0, cell).add_(offset)
+        accept = bits < tables["cheap"].index_select(0, cell)
+        self._slow_accept(accept, torch.ones_like(accept), value, cell, bits, source)
         return value, accept
 
-    def _replace_tails(self, value: Tensor, tail: Tensor, source: RandomSource) -> None:
-        """Draw the values of the tail cell exactly, in place (probability below 1e-21 per sample)."""
+    def _replace_tails(self, value: Tensor, cell: Tensor, tail: Tensor, source: RandomSource) -> None:
+        """Draw the values of the tail cells exactly, in place (probability below 1e-21 per sample)."""
         for i in tail.nonzero().squeeze(1).tolist():
-            value[i] = self._tail_sample(source)
+            value[i] = self._tail_sample(source, negative=int(cell[i]) == self._t.neg_tail)
 
-    def _ratio(self, k: Tensor, offset: Tensor) -> Tensor:
-        """float64 estimate of the acceptance probability ``P(M = k) / P(M = ref)`` of values ``k`` at
-        ``offset`` within their cell (within ``margin`` of the exact value, relatively)."""
+    def _ratio(self, value: Tensor, cell: Tensor) -> Tensor:
+        """float64 estimate of the acceptance probability of ``value`` in its ``cell`` (within
+        ``margin`` of the exact value, relatively)."""
         t = self._t
-        kf = k.to(torch.float64)
-        ref = (kf - offset.to(torch.float64)).clamp_(min=1.0)  # the cell's most likely value
-        if t.kind == "laplace":
-            ratio = ref.sub_(kf).mul_(1.0 / t.scale).exp_()
-        elif t.kind == "two_laplace":  # the density ratio e^{-(k - ref)/b} (b + k) / (b + ref)
-            poly = (kf + t.scale).div_(ref + t.scale)
-            ratio = ref.sub_(kf).mul_(1.0 / t.scale).exp_().mul_(poly)
-        else:
-            ratio = (ref - kf).mul_(ref.add_(kf)).mul_(0.5 / t.scale ** 2).exp_()
-        zero = k == 0
+        m = value.abs()
+        ratio = t.density_ratio(m, t.on(value.device)["ref"].index_select(0, cell))
+        zero = m == 0
         if bool(zero.any()):  # P(M = 0) / P(M = 1)
             ratio = torch.where(zero, torch.full_like(ratio, t.zero_ratio), ratio)
         return ratio
 
-    def _tail_sample(self, source: RandomSource) -> int:
-        """A magnitude from the tail ``M >= C w`` (exact), with a random sign."""
+    def _tail_sample(self, source: RandomSource, negative: bool) -> int:
+        """A value of the positive tail ``K >= C w`` or of the negative one ``K <= -C w`` (exact)."""
         t = self._t
-        start = t.num_cells * t.w
-        sign = bool(int(source.words(1)[0]) & 1)
+        start = t.num_cells * t.w  # the smallest magnitude of the tails
         if t.kind == "laplace":  # memoryless: M - start is distributed as M' - 1 given M' >= 1
             while True:
                 m = int(self.sample(1, source)[0])
                 if m != 0:
                     value = start + abs(m) - 1
-                    return -value if sign else value
+                    return -value if negative else value
         ctx = t.ctx
         u = ctx.mpf(0)  # a 252-bit uniform
         for _ in range(4):
@@ -501,7 +599,7 @@ class RoundedNoiseSampler:
                 lo = mid
             else:
                 hi = mid
-        return -lo if sign else lo
+        return -lo if negative else lo
 
 
 def rounded_laplace(n: int, scale: float, source: RandomSource) -> Tensor:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+import torch
 from torch import Tensor
 
+from ..mechanisms._workspace import borrow
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity, from_grid, round_to_grid
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity, round_to_grid
 from ..mechanisms.randomness import RandomSource, run_tasks
 
 __all__ = ["plan_grid", "add_grid_gaussian_"]
@@ -46,25 +48,39 @@ def plan_grid(*, std_per_sensitivity: float, sensitivity: float, dim: int, value
 
 def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: RandomSource,
                        post: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
-    """Replace every row block of the 2-D ``out`` by ``post(g * (round(out / g) + K))`` in place, ``K``
-    exact rounded Gaussian noise of std ``std / g``; computed in float64 row blocks of about 2^19
-    entries (no full-size temporary), on ``torch.get_num_threads()`` threads, each block with its
-    own stream (:meth:`RandomSource.spawn`: reproducible under a seed), written back in ``out``'s
-    dtype."""
+    """Replace every row block of the 2-D floating ``out`` by ``post(g * (round(out / g) +
+    K))`` in place, ``K`` exact rounded Gaussian noise of std ``std / g``. The integers are formed in
+    ``int64`` row blocks of about 2^19 entries in reused scratch buffers (no full-size temporary),
+    on ``torch.get_num_threads()`` threads, each block with its own stream (:meth:`RandomSource.spawn`: reproducible under a
+    seed); ``g * (...)`` is computed in ``out``'s dtype (the cast of the integer rounds to that
+    precision, the product by the power of two ``g`` is exact) and ``post`` (which may work in
+    place) runs on it: all of it a function of the integers, i.e. post-processing."""
+    if not out.is_contiguous():
+        return out.copy_(add_grid_gaussian_(out.contiguous(), std, granularity, source, post))
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
     rows = max(1, _BLOCK_ELEMENTS // max(out.size(-1), 1))
     starts = list(range(0, out.size(0), rows))
     sources = source.spawn(len(starts)) if len(starts) > 1 else [source]
+    size = min(rows, out.size(0)) * out.size(-1)
+    g = torch.tensor(granularity, dtype=out.dtype)  # 0-dim: int64 * g is computed in out's dtype
+
+    def scratch() -> tuple[Tensor, Tensor, Tensor]:
+        return (torch.empty(size, dtype=out.dtype, device=out.device),
+                torch.empty(size, dtype=torch.int64, device=out.device),
+                torch.empty(size, dtype=torch.int64, device=out.device))
 
     def block(i: int) -> None:
         part = out[starts[i]:starts[i] + rows]
-        steps = round_to_grid(part, granularity)
-        flat = steps.view(-1)
-        flat.add_(sampler.sample(flat.numel(), sources[i]))
-        value = from_grid(steps, granularity)
+        n = part.numel()
+        with borrow(("grid_gaussian", out.device, out.dtype, size), scratch) as (scaled, steps, noise):
+            steps = round_to_grid(part, granularity, out=steps[:n].view(part.shape),
+                                  scratch=scaled[:n].view(part.shape))
+            steps.view(-1).add_(sampler.sample(n, sources[i], out=noise[:n]))
+            torch.mul(steps, g, out=part)
         if post is not None:
-            value = post(value)
-        part.copy_(value)
+            value = post(part)
+            if value is not part:
+                part.copy_(value)
 
     run_tasks(block, len(starts), out.device)
     return out

@@ -10,7 +10,9 @@ import torch
 from scipy.stats import chisquare
 
 from pyg_private.mechanisms import exact_integer_noise as E
+from sampler_helpers import fast_path_cases as _cases
 from sampler_helpers import force_exact_paths as _force
+from sampler_helpers import ScriptedSource
 from sampler_helpers import seeded_source as _source
 
 SCALES = {"gaussian": [2.0 ** 20, 2.0 ** 20 * 1.7, 2.0 ** 37 * 1.3], "laplace": [2.0 ** 20, 2.0 ** 29 * 1.45]}
@@ -54,15 +56,13 @@ def test_float_fast_path_stays_inside_its_margin(kind):
     for scale in SCALES[kind]:
         s = E.RoundedNoiseSampler(kind, scale)
         t = s._t
-        rng = np.random.default_rng(0)
-        cells = np.concatenate([[0, 0, 1, t.num_cells - 1], rng.integers(0, t.num_cells, 40)])
-        offsets = np.concatenate([[0, 1, 0, t.w - 1], rng.integers(0, t.w, 40)])
-        k = torch.tensor(cells * t.w + offsets, dtype=torch.int64)
-        ratio = s._ratio(k, torch.tensor(offsets, dtype=torch.int64))
-        for ki, r in zip(k.tolist(), ratio.tolist()):
-            exact = float(t.accept_probability(ki))
+        values, cells = _cases(s)
+        assert set(cells.tolist()) >= {0, t.num_cells, t.num_cells - 1, 2 * t.num_cells - 1}  # both signs
+        ratio = s._ratio(values, cells)
+        for v, r in zip(values.tolist(), ratio.tolist()):
+            exact = float(t.accept_probability(v))
             assert 0 < exact <= 1
-            assert abs(r - exact) <= exact * t.margin, (ki, r, exact)
+            assert abs(r - exact) <= exact * t.margin, (v, r, exact)
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "laplace"])
@@ -101,7 +101,7 @@ def test_tail_path(kind):
     s = E.RoundedNoiseSampler(kind, SCALES[kind][0])
     t = s._t
     start = t.num_cells * t.w
-    draws = [s._tail_sample(_source(i)) for i in range(200 if kind == "gaussian" else 60)]
+    draws = [s._tail_sample(_source(i), negative=i % 2 == 1) for i in range(200 if kind == "gaussian" else 60)]
     mags = np.abs(draws)
     assert (mags >= start).all()
     excess = (mags - start) / s.scale
@@ -116,9 +116,10 @@ def test_tail_cell_is_replaced(monkeypatch):
     s = E.RoundedNoiseSampler("laplace", SCALES["laplace"][0])
     t = s._t
     forced = _force(s)
-    forced._t.split_int = torch.zeros_like(t.split_int)  # every slot goes to its alias ...
-    forced._t.alias_t = torch.full_like(t.alias_t, t.tail)  # ... the tail
-    monkeypatch.setattr(E.RoundedNoiseSampler, "_tail_sample", lambda self, src: 12345)
+    forced._t.split = [0] * len(t.split)  # every slot goes to its alias ...
+    forced._t.alias = [t.pos_tail + 1] * len(t.split)  # ... the positive tail (slot c + 1 holds cell c)
+    forced._t._build_fast()
+    monkeypatch.setattr(E.RoundedNoiseSampler, "_tail_sample", lambda self, src, negative: -1 if negative else 12345)
     x = forced.sample(10, _source())
     assert (x == 12345).all()
 
@@ -171,3 +172,65 @@ def test_rounded_gaussian_is_dominated_by_the_gaussian_mechanism():
             for eps in (0.0, 0.1, 0.5, 1.0, 2.0, 4.0):
                 delta = np.clip(p - np.exp(eps) * q, 0, None).sum()
                 assert delta <= gdp_delta(mu=s / sigma, epsilon=eps) + 1e-12, (sigma, s, eps)
+
+
+# -- the word that extends an undecided comparison ----------------------------------------------------
+@pytest.mark.parametrize("kind,scale", [("gaussian", 2.0 ** 22), ("laplace", SCALES["laplace"][1]),
+                                        ("gaussian", 2.0 ** 37 * 1.3)])
+def test_extension_word_decides_exactly(kind, scale, monkeypatch):
+    """Acceptance bits equal to the first bits of p (the float test cannot decide them): one more
+    word decides, in the right direction, when it lies beyond the float margin from p's next
+    bits; a word equal to them goes on to the 256-bit comparison."""
+    s = E.RoundedNoiseSampler(kind, scale)
+    t = s._t
+    a = t.accept_bits
+    assert a <= E._EXTEND_LIMIT
+    exact_calls = []
+    real = E.exact_bernoulli
+    monkeypatch.setattr(E, "exact_bernoulli", lambda *args, **kw: exact_calls.append(args[1:3]) or real(*args, **kw))
+    values, cells = _cases(s, count=10)
+    window = 4 * t.margin * 2 ** a  # beyond the float margin (relative to p <= 1), in units of the last bit
+    gap = min(int(window * 2 ** 63) + 1, 2 ** 61)  # the same in units of the extension word
+    checked = 0
+    for v, c in zip(values.tolist(), cells.tolist()):
+        scaled = t.accept_probability(v) * 2 ** a
+        bits = int(mpmath.floor(scaled))
+        frac = scaled - bits
+        if not (window < frac < 1 - window):  # the float test may decide these already
+            continue
+        following = int(mpmath.floor(frac * 2 ** 63))
+        for word, expected in ((following - gap, True), (following + gap, False), (following, None)):
+            if not 0 <= word < 2 ** 63:
+                continue
+            src = ScriptedSource([word], seed=checked)
+            accept = torch.zeros(1, dtype=torch.bool)
+            exact_calls.clear()
+            s._slow_accept(accept, torch.ones(1, dtype=torch.bool), torch.tensor([v]), torch.tensor([c]),
+                           torch.tensor([bits]), src)
+            if expected is None:  # undecided by the word: the exact comparison, with all bits known so far
+                assert exact_calls == [((bits << 63) | word, a + 63)]
+            else:
+                assert bool(accept[0]) is expected and src.calls == [1] and not exact_calls, (v, word)
+            checked += 1
+    assert checked > 40
+
+
+def test_alias_ties_read_the_split_s_next_bits():
+    s = E.RoundedNoiseSampler("gaussian", 2.0 ** 22)
+    t = s._t
+    slots = [i for i in range(len(t.split)) if 0 < int(t.split_next[i]) < 2 ** 63 - 2][:20]
+    assert len(slots) == 20
+    for i in slots:
+        following = int(t.split_next[i])
+        for word, keep in ((following - 1, True), (following + 1, False)):
+            src = ScriptedSource([word])
+            got = s._break_ties(torch.tensor([i]), t.split_int[i:i + 1], src)
+            assert bool(got[0]) is keep and src.calls == [1]
+    # equal next bits: the 256-bit comparison decides U < split from there
+    i = slots[0]
+    draws = [bool(s._break_ties(torch.tensor([i]), t.split_int[i:i + 1], ScriptedSource([int(t.split_next[i])],
+                                                                                        seed=k))[0])
+             for k in range(200)]
+    scaled = t.split[i] * 2 ** (t.split_bits + 63)
+    rest = float(scaled - t.ctx.floor(scaled))  # P(U < split | its first split_bits + 63 bits)
+    assert abs(sum(draws) / 200 - rest) < 5 * math.sqrt(rest * (1 - rest) / 200) + 0.01, (sum(draws), rest)

@@ -18,6 +18,7 @@ from scipy.stats import chisquare
 
 from pyg_private.mechanisms import exact_integer_noise as E
 from pyg_private.mechanisms._noise import TwoLaplaceStream
+from sampler_helpers import fast_path_cases as _cases
 from sampler_helpers import force_exact_paths as _force
 from sampler_helpers import seeded_source as _source
 
@@ -127,13 +128,10 @@ def test_exact_ratio_is_the_density_ratio_with_a_shifted_scale():
 def _fast_path_within_margin(s: E.RoundedNoiseSampler, ratio_fn=None) -> list:
     """The (k, float ratio, exact ratio) triples where the float ratio misses the margin."""
     t = s._t
-    rng = np.random.default_rng(0)
-    cells = np.concatenate([[0, 0, 0, 1, 1, t.num_cells - 1], rng.integers(0, t.num_cells, 60)])
-    offsets = np.concatenate([[0, 1, t.w - 1, 0, t.w - 1, t.w - 1], rng.integers(0, t.w, 60)])
-    k = torch.tensor(cells * t.w + offsets, dtype=torch.int64)
-    ratio = (ratio_fn or s._ratio)(k, torch.tensor(offsets, dtype=torch.int64))
+    values, cells = _cases(s, count=60)
+    ratio = (ratio_fn or s._ratio)(values, cells)
     missed = []
-    for ki, r in zip(k.tolist(), ratio.tolist()):
+    for ki, r in zip(values.tolist(), ratio.tolist()):
         exact = float(t.accept_probability(ki))
         assert 0 < exact <= 1
         if abs(r - exact) > exact * t.margin:
@@ -155,9 +153,10 @@ def test_margin_test_catches_a_wrong_float_formula():
     t = s._t
 
     def mutated(kind):
-        def ratio(k, offset):
+        def ratio(value, cell):
+            k = value.abs()
             kf = k.to(torch.float64)
-            ref = (kf - offset.to(torch.float64)).clamp(min=1.0)
+            ref = t.ref.index_select(0, cell).to(torch.float64)
             b = t.scale
             if kind == "laplace":  # the polynomial factor forgotten: the one-Laplace ratio
                 out = torch.exp((ref - kf) / b)
@@ -183,9 +182,12 @@ def test_cheap_thresholds_never_exceed_a_cell_s_smallest_probability():
         for c in cells:
             far = t.accept_probability(c * t.w + t.w - 1)
             low = min(far, t.accept_probability(0)) if c == 0 else far
-            assert int(t.cheap[c]) <= low * scale, c
-            assert int(t.cheap[c]) >= low * scale * (1 - 2.0 ** -40) - 2  # and not needlessly low
-        assert int(t.cheap[t.tail]) == scale  # the tail slot: always accepted (replaced exactly)
+            for cell, end in ((c, c * t.w + t.w - 1), (t.num_cells + c, -(c * t.w + t.w - 1))):  # both signs
+                assert t.cell_of(end) == cell
+                assert int(t.cheap[cell]) <= low * scale, cell
+                assert int(t.cheap[cell]) >= low * scale * (1 - 2.0 ** -40) - 2  # and not needlessly low
+        # the tail slots and the padding: always flagged (a tail value is drawn exactly)
+        assert t.cheap[2 * t.num_cells:].eq(0).all()
 
 
 # ----------------------------------------------------------------------- the exact paths, the tail
@@ -214,7 +216,7 @@ def test_tail_path():
     t = s._t
     start = t.num_cells * t.w
     assert start >= 55 * s.scale and float(t.tail_mass(start)) < 4e-23
-    draws = [s._tail_sample(_source(i)) for i in range(80)]
+    draws = [s._tail_sample(_source(i), negative=i % 2 == 1) for i in range(80)]
     mags = np.abs(draws)
     assert (mags >= start).all()
     excess = (mags - start) / s.scale
@@ -226,9 +228,10 @@ def test_tail_cell_is_replaced(monkeypatch):
     s = E.RoundedNoiseSampler("two_laplace", SCALES[0])
     t = s._t
     forced = _force(s)
-    forced._t.split_int = torch.zeros_like(t.split_int)  # every slot goes to its alias ...
-    forced._t.alias_t = torch.full_like(t.alias_t, t.tail)  # ... the tail
-    monkeypatch.setattr(E.RoundedNoiseSampler, "_tail_sample", lambda self, src: -54321)
+    forced._t.split = [0] * len(t.split)  # every slot goes to its alias ...
+    forced._t.alias = [t.neg_tail + 1] * len(t.split)  # ... the negative tail (slot c + 1 holds cell c)
+    forced._t._build_fast()
+    monkeypatch.setattr(E.RoundedNoiseSampler, "_tail_sample", lambda self, src, negative: -54321 if negative else 0)
     assert (forced.sample(10, _source()) == -54321).all()
 
 

@@ -50,7 +50,9 @@ def test_the_chained_profile_is_a_valid_envelope_and_reaches_small_deltas():
 def test_coupled_noise_follows_the_erlang_radius_and_uniform_direction():
     d, c, beta = 5, 4000, 0.5
     plan = plan_coupled_objective_noise(d, c, beta, 1e-9)
-    b = sample_coupled_objective_noise(plan, RandomSource(generator=torch.Generator().manual_seed(0)))
+    # seed 1: over 200 seeds the p-values of the first check were uniform (2% below 0.01); seed 0
+    # gave the smallest, 2e-4, after the sampler's word layout changed
+    b = sample_coupled_objective_noise(plan, RandomSource(generator=torch.Generator().manual_seed(1)))
     assert b.shape == (d, c) and b.dtype == torch.float64
     radius = b.norm(dim=0).numpy()
     assert stats.kstest(radius, stats.gamma(d, scale=1 / beta).cdf).pvalue > 1e-3
@@ -72,7 +74,7 @@ def test_coupled_noise_grid_values_are_the_rounded_variables():
     from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler
     k = RoundedNoiseSampler("laplace", SCALE).sample(6, src2).abs().view(3, 2).double()
     v = RoundedNoiseSampler("gaussian", SCALE).sample(6, src2).view(3, 2).double()
-    expected = v / v.norm(dim=0) * (k.sum(0) / SCALE)
+    expected = v * ((k.sum(0) / SCALE) / v.norm(dim=0))  # the implementation's order of operations
     assert torch.equal(b, expected)
 
 
