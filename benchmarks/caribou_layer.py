@@ -24,6 +24,10 @@ warm-up round first, not counted); a case's figure is its median over --repeats 
   * for information: APPNP with cached=True (normalised once, then K products) and APPNP
     given the edge_index (gather/scatter message passing).
 
+The last lines give the safe default's time over the float sampler's (the floating-point-safety
+cost), as the median of the per-round ratios, in wall time and in the process's CPU time (less
+sensitive to other processes on a shared machine; with --threads > 1 it sums the threads).
+
 Peak memory is the process's resident set size sampled every 2 ms during one more call of
 each case after the timed rounds, and its growth over the resident size before that call
 (freed heap memory is handed back to the system first, so that the growth is the call's own).
@@ -80,19 +84,21 @@ def measure(cases: dict, repeats: int) -> dict:
     """
     names = list(cases)
     times = {name: [] for name in names}
+    cpu = {name: [] for name in names}
     for r in range(repeats + 1):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             cases[name]()
             if r > 0:
                 times[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
     peaks = {}
     for name in names:
         if _trim is not None:
             _trim(0)  # hand freed heap memory back, so that the growth is this call's own
         with PeakRSS() as peaks[name]:
             cases[name]()
-    return {name: (times[name], peaks[name]) for name in names}
+    return {name: (times[name], peaks[name], cpu[name]) for name in names}
 
 
 def main() -> None:
@@ -138,13 +144,19 @@ def main() -> None:
     results = measure(cases, args.repeats)
     reference = statistics.median(results[next(iter(cases))][0])
     targets = {"ContractiveGraphLayer, same adjacency": 1.6, "ContractiveGraphLayer, edge_index": 2.5}
-    for name, (times, mem) in results.items():
+    for name, (times, mem, _) in results.items():
         median = statistics.median(times)
         ratio = f"{median / reference:5.2f}x APPNP"
         if name in targets:
             verdict = "meets" if median / reference <= targets[name] else "MISSES"
             ratio += f" (target <= {targets[name]}x: {verdict})"
         print(f"{name:<44} median {median:6.3f} s  min {min(times):6.3f} s  {ratio:<38} {mem}", flush=True)
+    # issue 14: the safe default against the float sampler, round by round (same load), wall and CPU time
+    safe, unsafe = results["ContractiveGraphLayer, same adjacency"], results["CGL, float sampler (unsafe, info)"]
+    for label, i in (("wall", 0), ("CPU", 2)):
+        per_round = statistics.median(a / b for a, b in zip(safe[i], unsafe[i]))
+        print(f"safe / float sampler, {label} time: {per_round:.2f}x (median of the per-round ratios; "
+              f"target <= 1.5x)", flush=True)
 
 
 if __name__ == "__main__":
