@@ -1,0 +1,27 @@
+"""The README's launch command of examples/distributed_caribou.py, run as written: ``torchrun
+--standalone --nproc_per_node 2 ... --quick`` on Cora (skipped when the offline data is absent). Two
+processes release the aggregation and train the head with DDP; the accountant (rank 0 only) shows one
+event, and the accuracy line is printed once."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import EXAMPLES
+
+
+def test_torchrun_two_processes(offline, tmp_path):
+    offline("Planetoid/Cora/raw")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           str(EXAMPLES / "distributed_caribou.py"), "--quick"]
+    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"Cora: 2708 nodes on 2 processes, CARIBOU K=2", out), out
+    accuracy = re.findall(r"^accuracy: train (\d\.\d+), val (\d\.\d+), test (\d\.\d+)$", out, flags=re.M)
+    assert len(accuracy) == 1 and 0.3 < float(accuracy[0][2]) <= 1.0  # printed by rank 0 only; far above chance
+    assert re.search(r"^edge\s+8\s+0\.0001\s+1\s", out, flags=re.M)  # one event on the one ledger
+    assert out.count("contractive_graph_layer, mu-GDP") == 1
