@@ -5,7 +5,7 @@ afresh for every chunk makes glibc hand the freed memory back to the operating s
 it in again on the next chunk (measured: about 1,600 page faults and 4 ns of the 12 ns of a
 rounded-Gaussian sample). So each concurrent task borrows a set of buffers from a pool that keeps
 them for the life of the process: at most one set per kind, device and concurrent thread, about
-2 MB for the samplers' chunks and 10 MB for a grid release's row block.
+3 MB for the samplers' chunks and 10 MB for a grid release's row block.
 """
 from __future__ import annotations
 

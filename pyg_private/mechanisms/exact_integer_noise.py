@@ -86,7 +86,7 @@ _EXTEND_LIMIT = 52  # acceptance bits up to which an undecided float comparison 
 _TAILS = {"laplace": 50.0, "gaussian": 10.0, "two_laplace": 55.0}
 _CELLS = {"laplace": 5, "gaussian": 7, "two_laplace": 5}  # r: about 2^r cells per scale
 _FLOAT_MARGIN = 2.0 ** -44
-_CHUNK = 1 << 15  # samples per vectorised pass (cache-sized)
+_CHUNK = 1 << 16  # samples per vectorised pass (2^15 to 2^17 measured; 2^16 the fastest)
 _TASK = 1 << 19  # samples per task of one thread, with its own random stream
 
 
