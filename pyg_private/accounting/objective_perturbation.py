@@ -30,6 +30,13 @@ where each column :math:`b_j` of :math:`B` has density :math:`\propto e^{-\beta\
         \frac{c(2c_2 + c_3c_\theta)\Psi}{n_1(1-\omega)\epsilon} - \Lambda \\
     (18)\quad & \beta = \frac{\max(\epsilon - \epsilon_\Lambda, \omega\epsilon)}{c(c_1 + c_2c_\theta)\Psi}.
 
+By default :math:`\Lambda'` is not Eq. 17's closed form but the smallest extra ridge the proof
+allows (``lambda_prime="tight"``): Eq. 17 evaluates :math:`c_\theta` (Eq. 23) at :math:`\Lambda`
+alone, although the bound on :math:`\|\theta_j\|` it stands for holds at the ridge
+:math:`\Lambda + \Lambda'` actually used, so for a small or raised :math:`\Lambda` it adds orders of
+magnitude too much ridge and spends almost none of the budget (see
+:func:`calibrate_objective_perturbation`). ``lambda_prime="paper"`` reproduces Eq. 17 as printed.
+
 The proof (Lemmas 7-9) splits :math:`\epsilon` into a Jacobian part
 :math:`\le \min(\epsilon_\Lambda, (1-\omega)\epsilon)` and a noise-density part
 :math:`c(c_1 + c_2c_\theta)\Psi\beta`, and charges :math:`\delta` to
@@ -42,7 +49,8 @@ Everything here is pure float64 math (no torch). Worked Theorem 1 values (Eqs. 1
 soft-margin loss, :math:`d = 16`, :math:`s = 1`, :math:`m = 2`, :math:`\alpha = 0.8`,
 :math:`\Lambda = 0.2`, :math:`\omega = 0.9`, :math:`\delta = 1/|E|` on Cora-ML and PubMed; the paper
 prints no numbers) are reproduced, to the digits given there, in
-``tests/accounting/test_objective_perturbation.py``.
+``tests/accounting/test_objective_perturbation.py`` (with ``lambda_prime="paper"``; the tight rule
+agrees wherever :math:`\Lambda' = 0`, i.e. on every row but PubMed's :math:`n_1 = 60`).
 """
 from __future__ import annotations
 
@@ -71,6 +79,7 @@ __all__ = [
     "objective_perturbation_profile",
     "PROFILE_DELTAS",
     "GCON_LOSSES",
+    "LAMBDA_PRIME_RULES",
 ]
 
 #: The deltas a GCON fit's privacy profile is tabulated on: 8 per decade from 1e-30 to 0.5.
@@ -83,6 +92,14 @@ Loss = Literal["soft_margin", "pseudo_huber"]
 
 _XI_RELATIVE = 1e-6
 _XI_ABSOLUTE = 1e-12
+
+LAMBDA_PRIME_RULES = ("tight", "paper")
+"""How :func:`calibrate_objective_perturbation` sets :math:`\\Lambda'`: the smallest valid value
+(``"tight"``, the default) or GCON's Eq. 17 as printed (``"paper"``)."""
+
+#: Slack, as a fraction of epsilon, that the tight rule leaves in each of Lemmas 7, 8 and 9 for
+#: floating-point rounding (about 9e-13: invisible in the calibration, far above the rounding).
+_MARGIN = 2.0 ** -40
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,11 +210,17 @@ def appr_sensitivity(alpha: float, steps: int | float | Iterable[int | float]) -
 class ObjectivePerturbationCalibration:
     r"""The result of :func:`calibrate_objective_perturbation` (GCON Theorem 1, Eqs. 17-24).
 
-    Outputs: ``c_sf`` (Eq. 21), ``Lambda`` (the **raised** regulariser of Eq. 22, the one to use in
-    the objective), ``c_theta`` (Eq. 23), ``eps_Lambda`` (Eq. 24), ``Lambda_prime`` (Eq. 17) and
-    ``beta`` (Eq. 18; ``math.inf`` means no noise, B = 0, which happens when ``Psi = 0``).
+    Outputs: ``c_sf`` (Eq. 21), ``Lambda`` (the **raised** regulariser of Eq. 22), ``Lambda_prime``
+    (the extra ridge: Eq. 17, or the smallest valid value with ``lambda_prime_rule="tight"``; the
+    objective's ridge is ``Lambda + Lambda_prime``), ``c_theta`` (the bound on every
+    :math:`\|\theta_j\|_2` outside the probability-:math:`\delta` event of Lemma 9: Eq. 23 at
+    :math:`\Lambda` with the paper's rule, Eq. 23 at :math:`\Lambda + \Lambda'` with the tight rule),
+    ``eps_Lambda`` (Eq. 24: the Jacobian bound at :math:`\Lambda` alone, which decides whether
+    :math:`\Lambda' > 0`) and ``beta`` (Eq. 18 with this ``c_theta``; ``math.inf`` means no noise,
+    B = 0, which happens when ``Psi = 0``).
     Inputs: ``epsilon``, ``delta``, ``omega``, ``d`` (width of Z), ``c`` (classes), ``n1`` (loss
-    rows), ``Psi``, ``c1, c2, c3``, ``xi`` (the one used), ``Lambda_user`` (the regulariser asked for).
+    rows), ``Psi``, ``c1, c2, c3``, ``xi`` (the one used), ``Lambda_user`` (the regulariser asked for),
+    ``lambda_prime_rule`` (``"tight"`` or ``"paper"``, see :func:`calibrate_objective_perturbation`).
     """
 
     epsilon: float
@@ -218,6 +241,7 @@ class ObjectivePerturbationCalibration:
     eps_Lambda: float
     Lambda_prime: float
     beta: float
+    lambda_prime_rule: str = "paper"
 
     @property
     def Lambda_bound(self) -> float:
@@ -240,7 +264,8 @@ class ObjectivePerturbationCalibration:
     def eps_jacobian(self) -> float:
         r"""The Jacobian part of the privacy loss (Lemma 7):
         :math:`c\,d\ln(1 + (2c_2 + c_3c_\theta)\Psi/(d\,n_1(\Lambda + \Lambda')))`, at most
-        :math:`\min(\epsilon_\Lambda, (1-\omega)\epsilon)`."""
+        :math:`\min(\epsilon_\Lambda, (1-\omega)\epsilon)` when :math:`\Lambda' > 0` (and
+        :math:`\epsilon_\Lambda` otherwise)."""
         return _jacobian_epsilon(self.c, self.d, self.n1, self.c2, self.c3, self.c_theta, self.Psi,
                                  self.Lambda + self.Lambda_prime)
 
@@ -272,10 +297,67 @@ def _check_loss_constants(constants: object) -> tuple[float, float, float]:
             check_non_negative(c3, "loss_constants[2] (c3)"))
 
 
+def _eq23(noise_rows: float, ridge: float, c: int, c1: float, c2: float, Psi: float, c_sf: float) -> float:
+    r"""Eq. 23 with the noise share :math:`s` (``noise_rows`` :math:`= n_1 s`) and the ridge ``ridge``:
+    the smallest :math:`c_\theta` with :math:`\beta n_1(\mathrm{ridge}\,c_\theta - c_1) \ge c_{sf}` at
+    :math:`\beta = s/(c(c_1 + c_2c_\theta)\Psi)` (Lemma 9); ``math.inf`` where no such bound exists."""
+    den = noise_rows * ridge - c * c2 * Psi * c_sf
+    if not den > 0:
+        return math.inf
+    return (noise_rows * c1 + c * c1 * Psi * c_sf) / den
+
+
+def _tight_lambda_prime(*, eps: float, w: float, d: int, c: int, n1: int, Psi: float, c1: float, c2: float,
+                        c3: float, c_sf: float, Lam: float, c_theta_paper: float) -> tuple[float, float, float]:
+    r"""The smallest :math:`\Lambda' \ge 0` of the tight rule, with its :math:`c_\theta` and Jacobian
+    bound: ``(Lambda_prime, c_theta, eps_jacobian)`` (see :func:`calibrate_objective_perturbation`).
+
+    :math:`\epsilon_J(L) = c\,d\ln(1 + (2c_2 + c_3c_\theta(L))\Psi/(d\,n_1L))` with
+    :math:`c_\theta(L)` = Eq. 23 at ridge :math:`L` is decreasing in :math:`L`; the root of
+    :math:`\epsilon_J(\Lambda + \Lambda') = (1-\omega)\epsilon` is found by bisection on a bracket
+    checked in floating point: :math:`\Lambda' = 0` fails (else it is returned), and Eq. 17's closed
+    form (doubled until it passes) passes. Every test evaluates the ridge as the float
+    ``Lam + Lambda_prime`` that the objective will use, so the returned value passes it exactly."""
+    budget = (1.0 - w) * eps - _MARGIN * eps  # Lemma 7 (log1p's rounding)
+    noise_rows = n1 * (w * eps - 2.0 * _MARGIN * eps)  # Lemma 9 (beta uses a share >= (w - _MARGIN) eps)
+
+    def at(lp: float) -> tuple[float, float]:
+        ridge = Lam + lp
+        c_theta = _eq23(noise_rows, ridge, c, c1, c2, Psi, c_sf)
+        if math.isinf(c_theta):
+            return c_theta, math.inf
+        return c_theta, _jacobian_epsilon(c, d, n1, c2, c3, c_theta, Psi, ridge)
+
+    c_theta, eps_j = at(0.0)
+    if eps_j <= budget:  # Eq. 17's first case: no extra ridge
+        return 0.0, c_theta, eps_j
+    # upper bracket: Eq. 17's closed form (valid in exact arithmetic since c_theta(L) <= c_theta(Lambda)
+    # and ln(1 + x) < x), doubled until the test holds in floating point
+    hi = c * (2.0 * c2 + c3 * c_theta_paper) * Psi / (n1 * budget) - Lam
+    hi = hi if math.isfinite(hi) and hi > 0 else max(Lam, 1e-300)
+    while not at(hi)[1] <= budget:
+        hi *= 2.0
+        if math.isinf(hi):  # eps_J(L) -> 0 as L -> inf: only for omega within ~1e-12 of 0 or 1
+            raise ValueError(f"no finite Lambda' meets the Jacobian share (1 - omega) * epsilon with "
+                             f"omega={w!r}; use an `omega` well inside (0, 1) (the paper uses 0.9)")
+    lo = 0.0  # at(lo) fails, at(hi) passes
+    for _ in range(400):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi or hi - lo <= 2.0 ** -52 * (Lam + hi):
+            break
+        if at(mid)[1] <= budget:
+            hi = mid
+        else:
+            lo = mid
+    c_theta, eps_j = at(hi)
+    return hi, c_theta, eps_j
+
+
 def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, num_classes: int, num_rows: int,
                                      sensitivity: float, loss_constants: tuple[float, float, float],
-                                     regularization: float, omega: float = 0.9,
-                                     xi: float | None = None) -> ObjectivePerturbationCalibration:
+                                     regularization: float, omega: float = 0.9, xi: float | None = None,
+                                     lambda_prime: Literal["tight", "paper"] = "tight"
+                                     ) -> ObjectivePerturbationCalibration:
     r"""Noise and regularisation of GCON's objective perturbation: Theorem 1, Eqs. 17-24.
 
     Computes, in the order of Theorem 1 (:math:`d` = ``dim``, :math:`c` =
@@ -295,17 +377,65 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
     Then the exact minimiser of :math:`\frac1{n_1}\sum_i L(\Theta; z_i, y_i) + \frac{\Lambda +
     \Lambda'}{2}\|\Theta\|_F^2 + \frac1{n_1}\langle B, \Theta\rangle` with the columns of B drawn
     by Alg. 2 at rate :math:`\beta` (:func:`~pyg_private.mechanisms.objective_noise.sample_objective_noise`)
-    is :math:`(\epsilon, \delta)`-DP at the edge level. Use the returned (raised) ``Lambda``, not
-    the one passed in.
+    is :math:`(\epsilon, \delta)`-DP at the edge level. Use the returned (raised) ``Lambda`` plus
+    ``Lambda_prime``, not the regulariser passed in.
 
-    **Choose** ``regularization`` **well above the bound** :math:`c\,c_2\Psi c_{sf}/(n_1\omega\epsilon)`
-    (``result.Lambda_bound``). At the bound, the denominator of Eq. 23 is :math:`n_1\omega\epsilon\xi`,
-    so :math:`c_\theta`, :math:`\Lambda'` and the noise blow up: e.g. Cora-ML (c = 7, n_1 = 140,
-    d = 16, :math:`\Psi = 0.48`, :math:`\epsilon = 0.5`, :math:`\Lambda = 0.01`, :math:`\xi = 10^{-6}`)
-    gives :math:`c_\theta \approx 4.4\cdot10^5`, :math:`\Lambda' \approx 2.9\cdot10^3`,
-    :math:`\beta \approx 8.5\cdot10^{-6}`: private but useless. ``result.lambda_raised`` flags it.
+    **The extra ridge** :math:`\Lambda'` (``lambda_prime``). With ``"paper"``, Eq. 17 as printed.
+    With ``"tight"`` (the default), the smallest :math:`\Lambda' \ge 0` the proof allows; both
+    coincide when :math:`\epsilon_\Lambda \le (1-\omega)\epsilon` (:math:`\Lambda' = 0`). Eq. 17
+    evaluates :math:`c_\theta` at :math:`\Lambda` although the proof only needs it at the ridge
+    :math:`L = \Lambda + \Lambda'` actually used; where Eq. 22 raised :math:`\Lambda` to the bound,
+    :math:`c_\theta(\Lambda)` is huge and Eq. 17 adds orders of magnitude too much ridge. Cora-ML,
+    soft-margin, :math:`c = d = 7`, :math:`n_1 = 140`, :math:`\alpha = 0.6`, :math:`m = 2`
+    (:math:`\Psi = 1.12`), :math:`\delta = 1/16316`, :math:`\epsilon = 0.984`,
+    :math:`\Lambda = 0.01`: Eq. 17 gives :math:`c_\theta = 6.6\cdot10^6`,
+    :math:`\Lambda' = 5.1\cdot10^4`, :math:`\beta = 4.8\cdot10^{-7}` and the mechanism's exact privacy
+    loss (:func:`objective_perturbation_profile`) is :math:`1.7\cdot10^{-6}`, not 0.984; the tight rule
+    gives :math:`\Lambda' = 0.046`, :math:`c_\theta = 7.8`, :math:`\beta = 0.27` and spends 0.984.
 
-    After Eq. 17, when :math:`\Lambda' > 0`, the Jacobian bound of Lemma 7 at
+    *Proof sketch (tight rule).* Write :math:`L = \Lambda + \Lambda'` and, for :math:`L` above the
+    bound of Eq. 22, :math:`c_\theta(L)` = Eq. 23 with :math:`L` in place of :math:`\Lambda`,
+    :math:`\epsilon_J(L) = c\,d\ln(1 + (2c_2 + c_3c_\theta(L))\Psi/(d\,n_1L))` and
+    :math:`\beta = \max(\epsilon - \epsilon_J(L), \omega\epsilon)/(c(c_1 + c_2c_\theta(L))\Psi)`.
+    (i) Lemma 9: where :math:`\|\theta_j\| > c_\theta(L)`, the first-order condition
+    :math:`b_j = -\sum_i z_i\ell'(z_i^\top\theta_j; y_{ij}) - n_1L\theta_j` (Eq. 47) and
+    :math:`\|z_i\| \le 1`, :math:`|\ell'| \le c_1` give :math:`\|b_j\| \ge n_1(Lc_\theta(L) - c_1)`
+    (the paper weakens :math:`L` to :math:`\Lambda` there; nothing needs it), and by the definition of
+    :math:`c_\theta(L)`, :math:`\beta n_1(Lc_\theta(L) - c_1) = c_{sf}\max(\epsilon - \epsilon_J, \omega
+    \epsilon)/(\omega\epsilon) \ge c_{sf}`, so :math:`\Pr[\|\theta_j\| > c_\theta(L)] \le \delta/c` and
+    the union over the c columns is at most :math:`\delta`. (ii) Lemma 7 holds for any
+    :math:`c_\theta` bounding every :math:`\|\theta_j\|` off that event, with the eigenvalues of
+    :math:`B_1` at least :math:`n_1L` (Eqs. 48, 52): the Jacobian ratio is at most
+    :math:`e^{\epsilon_J(L)}`. (iii) Lemma 8: the noise ratio is at most
+    :math:`e^{c(c_1 + c_2c_\theta(L))\Psi\beta} = e^{\max(\epsilon - \epsilon_J, \omega\epsilon)}`.
+    (iv) If :math:`\epsilon_J(L) \le (1-\omega)\epsilon` the two exponents sum to :math:`\epsilon`
+    (Eq. 45), and pDP with :math:`\delta` gives :math:`(\epsilon, \delta)`-DP (Lemma 10). Lemma 5
+    (bijection) needs only :math:`L > 0`. So every :math:`L \ge \Lambda` with
+    :math:`\epsilon_J(L) \le (1-\omega)\epsilon` is valid. :math:`c_\theta(L)` and hence
+    :math:`\epsilon_J(L)` are strictly decreasing in :math:`L`, so the valid set is
+    :math:`[L^*, \infty)`: :math:`L^* = \Lambda` if :math:`\epsilon_\Lambda \le (1-\omega)\epsilon`
+    (Eq. 17's first case, unchanged), else the root of :math:`\epsilon_J(L) = (1-\omega)\epsilon`.
+    Eq. 17's closed form :math:`L_{17} = c(2c_2 + c_3c_\theta(\Lambda))\Psi/(n_1(1-\omega)\epsilon)`
+    passes (:math:`c_\theta(L_{17}) \le c_\theta(\Lambda)` and :math:`\ln(1 + x) < x`), so
+    :math:`\Lambda \le L^* \le L_{17}`: a certified bracket for bisection. *Minimality:* with the
+    paper's split (Jacobian part :math:`\le (1-\omega)\epsilon`, noise rate
+    :math:`\beta \ge \omega\epsilon/(c(c_1 + c_2c_\theta)\Psi)`), Lemma 9's inequality at ridge
+    :math:`L` is equivalent to :math:`c_\theta \ge c_\theta(L)`, and Lemma 7's bound increases with
+    :math:`c_\theta`; so no :math:`L < L^*` can be certified by this proof. Consequences:
+    :math:`\Lambda' \le` Eq. 17's, :math:`c_\theta \le` Eq. 23's and :math:`\beta \ge` Eq. 18's
+    (less ridge and less noise for the same :math:`(\epsilon, \delta)`). In floating point the rule
+    tests Lemma 7 on the float ridge ``Lambda + Lambda_prime`` itself; it leaves :math:`2^{-40}\epsilon` unused in each of
+    Lemmas 7, 8 and 9 for rounding (so ``omega`` must lie well inside (0, 1)).
+
+    **Choose** ``regularization`` **above the bound** :math:`c\,c_2\Psi c_{sf}/(n_1\omega\epsilon)`
+    (``result.Lambda_bound``) anyway: at the bound, Eq. 23's :math:`c_\theta(\Lambda)` is infinite
+    in the limit, and with ``lambda_prime="paper"`` :math:`\Lambda'` and the noise blow up: e.g.
+    Cora-ML (c = 7, n_1 = 140, d = 16, :math:`\Psi = 0.48`, :math:`\epsilon = 0.5`,
+    :math:`\Lambda = 0.01`, :math:`\xi = 10^{-6}`) gives :math:`c_\theta \approx 4.4\cdot10^5`,
+    :math:`\Lambda' \approx 2.9\cdot10^3`, :math:`\beta \approx 8.5\cdot10^{-6}`: private but useless.
+    ``result.lambda_raised`` flags it. The tight rule's total ridge does not depend on :math:`\xi`.
+
+    With ``"paper"``, when :math:`\Lambda' > 0`, the Jacobian bound of Lemma 7 at
     :math:`\Lambda + \Lambda'` must not exceed :math:`(1-\omega)\epsilon`. The closed form
     guarantees it in exact arithmetic (:math:`\ln(1+x) < x`); if rounding breaks it, ``Lambda_prime``
     is nudged up by a few ulps until it holds (never triggered by the worked values in the tests).
@@ -330,8 +460,13 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
         xi: the margin :math:`\xi > 0` of Eq. 22, unspecified by the paper. Default
             :math:`10^{-6}\cdot\text{bound} + 10^{-12}`: the smallest safe relative margin (it keeps
             the denominator of Eq. 23 positive despite rounding). It only matters when
-            ``regularization`` is at or below the bound, where the calibration is useless anyway.
+            ``regularization`` is at or below the bound.
+        lambda_prime: ``"tight"`` (default), the smallest valid :math:`\Lambda'` (above), or
+            ``"paper"``, Eq. 17 as printed (to reproduce the paper's calibration).
     """
+    if lambda_prime not in LAMBDA_PRIME_RULES:
+        raise ValueError(f"`lambda_prime` must be one of {LAMBDA_PRIME_RULES}: 'tight' (the smallest extra ridge "
+                         f"Theorem 1's proof allows) or 'paper' (Eq. 17 as printed); got {lambda_prime!r}")
     eps = check_epsilon(epsilon)
     if isinstance(delta, (int, float)) and not isinstance(delta, bool) and delta == 0:
         raise ValueError(
@@ -363,9 +498,14 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
     c_theta = (nwe * c1 + c * c1 * Psi * c_sf) / den
     # (24)
     eps_Lambda = _jacobian_epsilon(c, d, n1, c2, c3, c_theta, Psi, Lam)
+    slack = 0.0
+    if lambda_prime == "tight":
+        Lambda_prime, c_theta, eps_j = _tight_lambda_prime(eps=eps, w=w, d=d, c=c, n1=n1, Psi=Psi, c1=c1, c2=c2,
+                                                           c3=c3, c_sf=c_sf, Lam=Lam, c_theta_paper=c_theta)
+        slack = _MARGIN * eps  # Lemma 8 (the noise part) keeps a slack for rounding
     # (17)
-    if eps_Lambda <= (1.0 - w) * eps:
-        Lambda_prime = 0.0
+    elif eps_Lambda <= (1.0 - w) * eps:
+        Lambda_prime, eps_j = 0.0, eps_Lambda
     else:
         Lambda_prime = c * (2.0 * c2 + c3 * c_theta) * Psi / (n1 * (1.0 - w) * eps) - Lam
         step = max(Lam + Lambda_prime, 1e-300) * 2.0 ** -52
@@ -373,14 +513,15 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
         while Lambda_prime <= 0 or _jacobian_epsilon(c, d, n1, c2, c3, c_theta, Psi, Lam + Lambda_prime) > budget:
             Lambda_prime = max(Lambda_prime, 0.0) + step
             step *= 2.0
+        eps_j = eps_Lambda  # Eq. 18 as printed: max(eps - eps_Lambda, omega eps) = omega eps here
     # (18)
     noise_den = c * (c1 + c2 * c_theta) * Psi
-    beta = math.inf if noise_den == 0 else max(eps - eps_Lambda, w * eps) / noise_den
+    beta = math.inf if noise_den == 0 else (max(eps - eps_j, w * eps) - slack) / noise_den
 
     return ObjectivePerturbationCalibration(
         epsilon=eps, delta=dlt, omega=w, d=d, c=c, n1=n1, Psi=Psi, c1=c1, c2=c2, c3=c3, xi=xi_,
         Lambda_user=lam_user, c_sf=c_sf, Lambda=Lam, c_theta=c_theta, eps_Lambda=eps_Lambda,
-        Lambda_prime=Lambda_prime, beta=beta,
+        Lambda_prime=Lambda_prime, beta=beta, lambda_prime_rule=lambda_prime,
     )
 
 
@@ -403,8 +544,11 @@ def objective_perturbation_profile(calibration: ObjectivePerturbationCalibration
             {d\,n_1(\Lambda + \Lambda')}\Big)}_{\text{Lemma 7}}
             + \underbrace{c\,(c_1 + c_2c_\theta)\Psi\beta}_{\text{Lemma 8}}.
 
-    At the calibrated :math:`\delta` this is at most the calibrated :math:`\epsilon` (Eq. 23 bounds
-    :math:`c_\theta` with :math:`\Lambda` alone and the smallest :math:`\beta` of Eq. 18).
+    At the calibrated :math:`\delta` this is at most the calibrated :math:`\epsilon`: the calibration's
+    :math:`c_\theta` satisfies Lemma 9 at its :math:`\beta`, so it is at least the one above. With
+    ``lambda_prime="tight"`` the two agree up to rounding and the fit spends its whole
+    :math:`\epsilon`; with Eq. 17 as printed (``"paper"``) and a raised :math:`\Lambda`, the
+    profile can lie orders of magnitude below it (the surplus ridge and noise are wasted).
     The profile lets the accountant compose the fit with other releases by sharing the total
     delta optimally instead of charging the calibrated pair at face value.
 

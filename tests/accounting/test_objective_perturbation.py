@@ -2,6 +2,8 @@
 
 * Theorem 1: the spec's five worked vectors (to the printed digits), an independent copy of the
   spec's reference snippet, the privacy split of Lemmas 7-9, the raised Lambda, Psi = 0, errors.
+  These pin Eq. 17 as printed (``lambda_prime="paper"``); the default tight Lambda' is tested in
+  ``test_gcon_tight_lambda_prime.py``.
 * Eq. 19: the loss constants against the suprema of |ell'|, |ell''|, |ell'''| on a fine grid, the
   derivative formulas of §2.3 checked against mpmath derivatives of the losses.
 * Lemma 2: brute force on small random graphs (dense NumPy R_m), psi never above Psi, attained
@@ -53,7 +55,8 @@ def test_worked_values(row):
     assert psi == pytest.approx(0.48, rel=1e-14)
     cal = calibrate_objective_perturbation(epsilon=eps, delta=1.0 / E, dim=d, num_classes=c, num_rows=n1,
                                            sensitivity=psi, loss_constants=loss_constants("soft_margin", c),
-                                           regularization=0.2)
+                                           regularization=0.2, lambda_prime="paper")
+    assert cal.lambda_prime_rule == "paper"
     got = [cal.c_sf, cal.Lambda, cal.c_theta, cal.eps_Lambda, cal.Lambda_prime, cal.beta, d / cal.beta]
     names = ["c_sf", "Lambda", "c_theta", "eps_Lambda", "Lambda_prime", "beta", "d/beta"]
     for name, value, p in zip(names, got, printed):
@@ -67,7 +70,7 @@ def test_spec_note_lambda_at_the_bound():
     """§3 note: Cora-ML, Lambda = 0.01, eps = 0.5, xi = 1e-6: c_theta ~ 4.4e5, Lambda' ~ 2.9e3, beta ~ 8.5e-6."""
     cal = calibrate_objective_perturbation(epsilon=0.5, delta=1 / 16316, dim=16, num_classes=7, num_rows=140,
                                            sensitivity=0.48, loss_constants=loss_constants("soft_margin", 7),
-                                           regularization=0.01, xi=1e-6)
+                                           regularization=0.01, xi=1e-6, lambda_prime="paper")
     assert cal.lambda_raised and cal.Lambda == pytest.approx(cal.Lambda_bound + 1e-6, rel=1e-12)
     assert cal.c_theta == pytest.approx(4.4e5, rel=0.01)
     assert cal.Lambda_prime == pytest.approx(2.9e3, rel=0.01)
@@ -108,7 +111,7 @@ def test_matches_reference_snippet_and_privacy_split():
     rng = np.random.default_rng(0)
     n_lambda_prime = 0
     for kw in _random_inputs(rng, 400):
-        cal = calibrate_objective_perturbation(**kw)
+        cal = calibrate_objective_perturbation(**kw, lambda_prime="paper")
         c1, c2, c3 = kw["loss_constants"]
         ref = _reference(kw["epsilon"], kw["delta"], kw["dim"], kw["num_classes"], kw["num_rows"],
                          kw["sensitivity"], c1, c2, c3, kw["regularization"], kw["omega"], cal.xi)
