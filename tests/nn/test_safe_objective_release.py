@@ -202,3 +202,14 @@ def test_module_protocols_share_the_ledger_and_refuse_torchscript():
     assert "unit='edge'" in repr(layer) and "sampler='safe'" in repr(layer)
     with pytest.raises(RuntimeError, match="TorchScript"):
         torch.jit.script(layer)
+
+
+def test_split_budget_large_epsilon_is_a_clear_error_and_no_overflow():
+    """eps 600: e^(eps_o + eps_c) would overflow a float; the split is computed without it and
+    stays within the target. eps 1000: the closeness share of delta underflows, a ValueError
+    naming `epsilon` (it was a bare OverflowError)."""
+    b = split_budget(600.0, 1e-5)
+    e, d = chained_guarantee(b.epsilon_exact, b.delta_exact, b.epsilon_close, b.delta_gaussian + b.delta_coupling)
+    assert e <= 600.0 and d <= 1e-5 and b.delta_exact > 0.9 * 1e-5 * math.exp(-b.epsilon_close) * 0.99
+    with pytest.raises(ValueError, match="epsilon"):
+        split_budget(1000.0, 1e-5)
