@@ -42,9 +42,9 @@ margin from it** (:math:`2^{-44}` relative for the Laplace ratio, which is exact
 ratio; :math:`1/(12 b^2) + 2^{-44}` for the sum of two Laplace, likewise); a comparison the bits
 cannot decide reads one more word, and what that leaves (probability about :math:`2^{-43}`) is
 decided in 256-bit arithmetic with as many further words as it needs. A tie with an alias split
-is broken the same way (the split's next 63 bits, then 256 bits). When the slot, 14 split bits,
-the offset and at least 10 acceptance bits fit in one word (noise scales up to about
-:math:`2^{30}` steps), a sample reads one word; otherwise two or three. The outermost tail (beyond
+is broken the same way (the split's next 63 bits, then 256 bits). When the slot, 12 split bits,
+the offset and at least 8 acceptance bits fit in one word (noise scales up to about
+:math:`2^{35}` steps), a sample reads one word; otherwise two or three. The outermost tail (beyond
 10 standard deviations, 50 Laplace scales or 55 scales of the two-Laplace sum) is drawn exactly
 by inversion in 256-bit arithmetic. The
 samples are therefore exact up to the 256-bit precision of the tables: the sampled distribution
@@ -77,9 +77,9 @@ MIN_SCALE = 2.0 ** 20
 #: Largest one: samples stay below 2^62 in magnitude, and float64 holds every cell offset exactly.
 MAX_SCALE = 2.0 ** 46
 _PREC = 256  # bits of the alias tables and of every exact comparison
-_SPLIT_SHORT = 14  # bits compared with an alias split when one word holds a whole sample
+_SPLIT_SHORT = 12  # bits compared with an alias split when one word holds a whole sample
 _SPLIT_LONG = 50  # ... when the split has a word of its own
-_MIN_ACCEPT = 10  # fewest acceptance bits of the one-word layout
+_MIN_ACCEPT = 8  # fewest acceptance bits of the one-word layout
 _EXTEND_LIMIT = 52  # acceptance bits up to which an undecided float comparison reads one more word
 # table covers |k| < T * scale; beyond: exact tail path (mass e^-50 = 2e-22, 2 Phi(-10) = 2e-23,
 # e^-55 (2 + 55) / 2 = 3.7e-23 for the two-Laplace sum)
@@ -145,8 +145,10 @@ class _Table:
 
     # -- the word layout ----------------------------------------------------------------------------
     def _layout(self) -> None:
-        """Which bits of which word each field takes. One word when it holds the slot, 14 split
-        bits, the ``j`` offset bits and at least 10 acceptance bits; else a second word for the
+        """Which bits of which word each field takes. One word when it holds the slot, 12 split
+        bits, the ``j`` offset bits and at least 8 acceptance bits (about 1.5% of the samples then
+        miss the cheap threshold, against 1% with many bits; a tie, probability 2^-12, costs one
+        more word); else a second word for the
         offset and the acceptance bits (a third for the offset when ``j > 33``)."""
         sb, j = self.slot_bits, self.j
         if WORD_BITS - sb - j - _SPLIT_SHORT >= _MIN_ACCEPT:
