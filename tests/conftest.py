@@ -1,10 +1,27 @@
-"""Suite-wide settings: derandomized property tests (reproducible CI runs) and one torch thread."""
+"""Suite-wide settings: derandomized property tests (reproducible CI runs), one torch thread, and
+the pytest-xdist options of ``addopts`` accepted (and ignored) where that plugin is absent or disabled."""
 import pytest
 import torch
 from hypothesis import settings
 
 settings.register_profile("pyg_private", derandomize=True, deadline=None, database=None, print_blob=True)
 settings.load_profile("pyg_private")
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """``addopts`` (setup.cfg) asks pytest-xdist for workers (``--numprocesses=auto --maxprocesses=8
+    --dist=loadfile``). Without the plugin (not installed, or ``-p no:xdist``) pytest would refuse
+    these options; they are declared here instead, and the suite runs in this one process. (Only
+    the long forms: pytest reserves lowercase short options such as ``-n`` for itself.)"""
+    if pluginmanager.has_plugin("xdist"):
+        return
+    group = parser.getgroup("xdist", "pytest-xdist (absent or disabled: these options are ignored)")
+    group.addoption("--numprocesses", dest="numprocesses", default=None, metavar="numprocesses",
+                    help="ignored: pytest-xdist is absent or disabled")
+    group.addoption("--maxprocesses", dest="maxprocesses", default=None, metavar="maxprocesses",
+                    help="ignored: pytest-xdist is absent or disabled")
+    group.addoption("--dist", dest="dist", default="no", metavar="distmode",
+                    help="ignored: pytest-xdist is absent or disabled")
 
 
 @pytest.fixture(autouse=True, scope="session")
