@@ -9,6 +9,7 @@ the plain Gaussian mechanism, exactly :math:`\sqrt{T}/\sigma`-GDP.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,9 +39,17 @@ def subsampled_gaussian_rdp(
     out = np.full_like(a, math.inf)
     ok = np.isfinite(a) & (a <= max_order)
     if ok.any():
-        with np.errstate(all="ignore"):
-            vals = np.asarray(compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=a[ok].tolist()),
-                              dtype=np.float64)
+        vals = _one_step_rdp(q, sigma, tuple(a[ok].tolist())) * steps  # compute_rdp's own rule: steps x one step
         # Opacus' log-space sums overflow to NaN at very large orders: claim no bound there.
         out[ok] = np.where(np.isfinite(vals) & (vals >= 0), vals, math.inf)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _one_step_rdp(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarray:
+    """One step's RDP at ``orders`` (cached: the calibrations evaluate the same curve many times;
+    read-only)."""
+    with np.errstate(all="ignore"):
+        vals = np.asarray(compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(orders)), dtype=np.float64)
+    vals.setflags(write=False)
+    return vals
