@@ -36,18 +36,44 @@ def csr_indices(edge_index: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     return crow, col.contiguous()
 
 
-def simple_undirected_csr(adj: object, num_nodes: int) -> Optional[tuple[Tensor, Tensor]]:
-    r"""``(crow, col)`` of a sparse adjacency that already is an undirected simple graph in
+_BLOCK = 1 << 24  # stored entries per block of the checks
+
+
+def _blocks(crow: Tensor, block_entries: int) -> list[tuple[int, int]]:
+    """Consecutive node ranges ``[r0, r1)`` whose rows hold about ``block_entries`` entries each
+    (a single row larger than that is a block of its own)."""
+    n, nnz = crow.numel() - 1, int(crow[-1])
+    if nnz <= block_entries:
+        return [(0, n)]
+    targets = torch.arange(block_entries, nnz, block_entries, dtype=crow.dtype, device=crow.device)
+    cuts = torch.searchsorted(crow, targets, right=True).tolist()  # first row starting after the target
+    edges = sorted({0, n, *[min(max(c - 1, 1), n) for c in cuts]})
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _rows(crow: Tensor, counts: Tensor, r0: int, r1: int, dtype: torch.dtype) -> Tensor:
+    """The row index of every stored entry of rows ``[r0, r1)``."""
+    a, b = int(crow[r0]), int(crow[r1])
+    return torch.repeat_interleave(torch.arange(r0, r1, dtype=dtype, device=crow.device), counts[r0:r1],
+                                   output_size=b - a)
+
+
+def simple_undirected_csr(adj: object, num_nodes: int, *, block_entries: int = _BLOCK) -> Optional[tuple[Tensor, Tensor]]:
+    r"""``(crow, col)`` (int64) of a sparse adjacency that already is an undirected simple graph in
     canonical form, taken as it is; ``None`` for any other input.
 
     The fast path for a ``torch.sparse_csr`` tensor or a ``torch_sparse.SparseTensor``:
     ``num_nodes`` x ``num_nodes``, every stored value 1, columns strictly increasing in every
     row (sorted, no duplicate), no self-loop, and symmetric. Those are the CSR arrays of the
-    ``edge_index`` :func:`~pyg_private.utils.simple_undirected` returns for the same graph,
-    checked with one sort of the 32-bit column indices (the transpose's order) instead of
-    conversions and two sorts of the entries. ``None`` leaves the input to that general
-    path, which symmetrises it (``symmetrize=True``) or says what is wrong with it.
-    """
+    ``edge_index`` :func:`~pyg_private.utils.simple_undirected` returns for the same graph.
+    ``None`` leaves the input to that general path, which symmetrises it (``symmetrize=True``)
+    or says what is wrong with it.
+
+    The checks run in blocks of about ``block_entries`` stored entries, so that no temporary is
+    longer than a block (checking a 124M-entry graph at once took 5.7 GB of temporaries). Symmetry:
+    in- and out-degrees must agree; then the entries whose column lies in a block of rows
+    ``[c0, c1)`` number exactly those rows' entries, and, transposed and sorted, must be those
+    rows' entries (one pass over the columns per block)."""
     if isinstance(adj, SparseTensor):
         (crow, col, value), size = adj.csr(), tuple(adj.sizes())
     elif isinstance(adj, Tensor) and adj.layout == torch.sparse_csr:
@@ -55,27 +81,47 @@ def simple_undirected_csr(adj: object, num_nodes: int) -> Optional[tuple[Tensor,
     else:
         return None
     n = int(num_nodes)
-    if size != (n, n) or n == 0 or (value is not None and (value.dim() != 1 or not bool((value == 1).all()))):
+    if size != (n, n) or n == 0 or (value is not None and value.dim() != 1):
         return None
-    crow, col = crow.long(), col.long()
+    nnz = col.numel()
+    if crow.numel() != n + 1 or int(crow[0]) != 0 or int(crow[-1]) != nnz:
+        return None
     counts = crow.diff()
-    if crow.numel() != n + 1 or int(crow[0]) != 0 or int(crow[-1]) != col.numel() or bool((counts < 0).any()):
+    if bool((counts < 0).any()):
         return None
-    if col.numel() == 0:
-        return crow, col
+    if nnz == 0:
+        return crow.long(), col.long()
+    if value is not None and not all(bool((value[a:a + block_entries] == 1).all())
+                                     for a in range(0, nnz, block_entries)):
+        return None
     if int(col.min()) < 0 or int(col.max()) >= n:
         return None
-    row = torch.repeat_interleave(torch.arange(n, device=col.device), counts)
-    if not bool((torch.diff(row * n + col) > 0).all()) or bool((row == col).any()):
-        return None  # unsorted or duplicate columns, or a self-loop
-    # symmetric: in- and out-degrees agree, and a stable sort by column (the transpose's
-    # row-major order) reads the rows back as the columns
-    if not torch.equal(torch.bincount(col, minlength=n), counts):
+    # symmetric implies equal in- and out-degrees; with them, the entries of the columns
+    # [c0, c1) number exactly crow[c1] - crow[c0], so row blocks are column blocks too
+    if not torch.equal(torch.bincount(col, minlength=n), counts.to(torch.long)):
         return None
-    index = torch.int32 if n <= torch.iinfo(torch.int32).max else torch.long  # a faster sort
-    r, c = row.to(index), col.to(index)
-    order = torch.sort(c, stable=True).indices
-    return (crow, col) if torch.equal(r.index_select(0, order), c) else None
+    blocks = _blocks(crow, block_entries)
+    for r0, r1 in blocks:  # every row strictly increasing (sorted, no duplicate), no self-loop
+        a, b = int(crow[r0]), int(crow[r1])
+        c, row = col[a:b], _rows(crow, counts, r0, r1, col.dtype)
+        if bool((row == c).any()):
+            return None
+        if b - a > 1 and bool(((c[1:] <= c[:-1]) & (row[1:] == row[:-1])).any()):
+            return None
+    for c0, c1 in blocks:  # symmetric: the entries of columns [c0, c1), transposed and sorted, are rows c0..c1
+        a, b = int(crow[c0]), int(crow[c1])
+        want = _rows(crow, counts, c0, c1, torch.long).sub_(c0).mul_(n).add_(col[a:b])  # sorted keys
+        got = []
+        for r0, r1 in blocks:
+            ra, rb = int(crow[r0]), int(crow[r1])
+            c = col[ra:rb]
+            mask = (c >= c0) & (c < c1)
+            got.append(c[mask].long().sub_(c0).mul_(n).add_(_rows(crow, counts, r0, r1, col.dtype)[mask]))
+        got = torch.cat(got)
+        if got.numel() != want.numel() or not torch.equal(torch.sort(got).values, want):
+            return None
+    return crow.long(), col.long()
+
 
 
 def normalized_adjacency_csr(crow: Tensor, col: Tensor, *, weight: float = 1.0,
