@@ -195,7 +195,9 @@ def run_experiment(default_dataset: str, description: str) -> None:
         gap = gap_found + [run_caribou(data[i], gap_config, epsilon=eps, delta=delta, min_degree=0, seed=seeds[i])
                            for i in progress(range(search_runs, runs), desc="  GAP runs")]
         emit({"dataset": name, "method": "GAP", "epsilon": eps, **_stats([r.test_accuracy for r in gap]),
-              "epsilon_spent": max(r.accountant.epsilon("edge", delta) for r in gap), "K": gap_config.K})
+              "epsilon_spent": max(r.accountant.epsilon("edge", delta) for r in gap), "K": gap_config.K,
+              # the validation split picks the private head or the edge-free one (on X0 alone) per run
+              "private_head_runs": sum(r.candidate == "private" for r in gap)})
     writer.close()
     if last is not None:
         say("\naccountant of the last GCON run:\n" + str(last.accountant.report(delta)))
@@ -223,7 +225,8 @@ def _format(row: dict) -> str:
                  f" alpha_I={row['alpha_inference']} {row['loss']} {row['embedding']} pseudo={row['pseudo_labels']}"
                  f" spent={row['epsilon_spent']:.4g}")
     elif row["method"] == "GAP":
-        extra = f"  K={row['K']} spent={row['epsilon_spent']:.4g}"
+        extra = (f"  K={row['K']} spent={row['epsilon_spent']:.4g}; the private head won {row['private_head_runs']} "
+                 f"of {row['runs']} runs (else the edge-free head on X0 alone)")
     return (f"{row['dataset']:8s} eps={eps:>4s} {row['method']:18s} {row['test_mean']:5.1f} ± {row['test_std']:4.1f}"
             f" ({row['runs']} runs){extra}")
 
