@@ -14,7 +14,7 @@ from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_ev
 from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import TwoLaplaceStream
-from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
+from ..mechanisms.exact_integer_noise import MIN_SCALE, RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity, validate_granularity
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
@@ -336,10 +336,18 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         eta = inflated_scale(self.eta, factor)
         value_bound = beta * self.eta * (n - 1) + (max_signal if self.personalized else (1.0 - beta) * max_signal)
         if value_bound / g > _MAX_VALUE_STEPS:
+            # the smallest power-of-two tolerance whose grid (the power of two g with n g <= tolerance * base)
+            # holds the values; none helps when the noise scale itself caps g (scale / g >= 2^20)
+            g_needed = 2.0 ** math.ceil(math.log2(value_bound / _MAX_VALUE_STEPS))
+            needed = 2.0 ** math.ceil(math.log2(g_needed * n / base))
+            hint = (f"raise `grid_tolerance` to {needed:g} (2^{int(math.log2(needed))}; the noise then grows by at "
+                    "most that fraction, the privacy cost is unchanged)"
+                    if needed < 1 and self._granularity is None and g_needed <= self.noise_scale / MIN_SCALE
+                    else "the noise scale is too small for a grid release")
             raise ValueError(
-                f"the grid {g:g} cannot hold the diffusion's values (up to {value_bound:g}) within 2^60 steps: the "
-                f"noise scale {self.noise_scale:g} is too small for a grid release; raise `grid_tolerance`, pass a "
-                "coarser `granularity`, or use sampler='float' (or noise_scale=0 for the noise-free reference)")
+                f"the grid {g:g} cannot hold the diffusion's values (up to {value_bound:g}) within 2^60 steps on "
+                f"{n} nodes: {hint}, pass a coarser `granularity`, or use sampler='float' (or noise_scale=0 for the "
+                "noise-free reference)")
         return PPRGrid(g, sigma, eta, n)
 
     # ------------------------------------------------------------------- forward

@@ -345,3 +345,19 @@ def test_push_flow_distinguisher_catches_the_float_sampler_and_not_the_grid():
     result = floating_point_audit(sampler(safe, ga), sampler(safe, gb), lambda y: grid_possible(y, g),
                                   lambda y: grid_possible(y, g), num_releases=40, batch_size=40)
     assert result.identified == 0 and 2 * result.num_releases * result.coordinates >= 1e5
+
+
+def test_grid_error_names_the_smallest_tolerance_that_works():
+    """At ogbn-products' size the default grid cannot hold the diffusion's values within 2^60 steps:
+    the error (raised by plan_grid, before any charge) names the smallest power-of-two tolerance that
+    works, and half of it still fails."""
+    import re
+
+    kw = dict(alpha=0.2, num_iterations=100, eta=1e-7, epsilon=0.1, delta=1e-8, personalized=True)
+    n = 2_449_029
+    with pytest.raises(ValueError, match=r"grid_tolerance` to .* \(2\^-14;") as info:
+        NoisyPPRDiffusion(**kw).plan_grid(n)
+    tol = float(re.search(r"grid_tolerance` to ([0-9.e-]+)", str(info.value)).group(1))
+    assert NoisyPPRDiffusion(**kw, grid_tolerance=tol).plan_grid(n).granularity > 0
+    with pytest.raises(ValueError, match="2\\^60 steps"):
+        NoisyPPRDiffusion(**kw, grid_tolerance=tol / 2).plan_grid(n)
