@@ -397,7 +397,9 @@ def _check_ball(x: Tensor, channels: int) -> Tensor:
         raise ValueError(f"`x` must be a [N, {channels}] feature matrix")
     if not bool(torch.isfinite(x).all()):
         raise ValueError("`x` contains NaN or infinite values")
-    norms = x.to(torch.float64).norm(dim=1, keepdim=True)
+    rows = max(1, (1 << 22) // max(channels, 1))  # float64 norms in row blocks: no float64 copy of all of x
+    norms = torch.cat([x[i:i + rows].to(torch.float64).norm(dim=1, keepdim=True) for i in range(0, x.size(0), rows)]) \
+        if x.size(0) else x.new_zeros((0, 1), dtype=torch.float64)
     eps = torch.finfo(x.dtype).eps if x.is_floating_point() else torch.finfo(torch.float64).eps
     tolerance = max(1e-6, (channels + 4) * eps)
     if bool((norms > 1 + tolerance).any()):
