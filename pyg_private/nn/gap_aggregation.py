@@ -17,7 +17,8 @@ from ._call_checks import reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, plan_grid
 from ..accounting.validation import check_positive_int
 from ..utils import adjacency_to_edge_index, simple_undirected
-from ..utils.adjacency import adjacency_csr
+from ..utils.adjacency import _csr as csr_matrix
+from ..utils.adjacency import csr_indices, simple_undirected_csr
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease
 from ._sparse_propagation import SparsePropagation
@@ -149,12 +150,15 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         reject_grad_input("GAPAggregation", x, self.training)
         if not torch.isfinite(x).all():
             raise ValueError("`x` contains NaN or infinite values")
-        ei, n = adjacency_to_edge_index(edge_index, x.size(0))
-        if n != x.size(0):
-            raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
-        ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
+        n = x.size(0)
+        graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is
+        if graph is None:
+            ei, m = adjacency_to_edge_index(edge_index, n)
+            if m != n:
+                raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
+            graph = csr_indices(simple_undirected(ei, n, symmetrize=self.symmetrize)[0], n)
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-        key = (x,), (ei,), (n, x.size(1), str(x.dtype))  # public: the features (edge level); private: the graph
+        key = (x,), graph, (n, x.size(1), str(x.dtype))  # public: the features (edge level); private: the graph
         reused = self._cached_release(*key, device=x.device, dtype=out_dtype)
         if reused is not None:  # the cached release: no new charge, no noise
             return reused
@@ -167,7 +171,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
-        out = self._hops(ei, x.detach().to(torch.float64), grid, source)
+        out = self._hops(graph, x.detach().to(torch.float64), grid, source)
         self._keep_release(out, *key, event=event, granularity=self.granularity)
         return out.to(out_dtype)
 
@@ -177,9 +181,10 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
                 "delta": self.delta, "sampler": self.sampler, "grid_tolerance": self.grid_tolerance}
 
     @torch.no_grad()
-    def _hops(self, edge_index: Tensor, x: Tensor, grid: Optional[tuple[float, float]] = None,
+    def _hops(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
               source: Optional[RandomSource] = None) -> Tensor:
-        adj, _ = adjacency_csr(edge_index, x.size(0))
+        crow, col = graph  # the validated simple undirected graph's CSR arrays
+        adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
         std = self.noise_multiplier * self.sensitivity
         hops = [F.normalize(x, dim=-1)]
         for _ in range(self.K):

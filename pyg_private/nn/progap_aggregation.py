@@ -13,6 +13,7 @@ from ..accounting.validation import check_positive_int
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.adjacency import csr_indices
 from ..utils.degree_bounds import check_declared_bounds
 from ._call_checks import reject_grad_input
 from ._grid_gaussian import plan_grid
@@ -158,7 +159,7 @@ class ProGAPAggregation(GAPAggregation):
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
-        out = self._hops(ei, x.detach().to(torch.float64), grid, source)[:, x.size(1):]
+        out = self._hops(csr_indices(ei, n), x.detach().to(torch.float64), grid, source)[:, x.size(1):]
         self._keep_release(out, *key, event=event, granularity=self.granularity)  # the noisy block only
         return torch.cat([own, out], dim=-1).to(out_dtype)
 

@@ -136,3 +136,27 @@ def test_grid_release_is_on_the_grid_and_charges_the_inflated_sensitivity(monkey
     (ev,) = acct.events_of("edge")
     assert ev.mu == pytest.approx(1 / 2.0) and ev.params["granularity"] == g
     assert math.sqrt(2) < ev.params["grid_sensitivity"] <= math.sqrt(2) * (1 + 2.0 ** -16)
+
+
+def test_canonical_csr_is_taken_as_it_is_and_equals_the_edge_index_path():
+    """A CSR adjacency already simple and undirected is used as it is (no conversion to
+    edge_index and back); the release equals the edge_index one, and a directed CSR goes through
+    the general path, which refuses it."""
+    from torch_geometric.utils import to_torch_csr_tensor, to_undirected
+
+    from pyg_private.nn import GAPAggregation
+
+    g = torch.Generator().manual_seed(0)
+    n = 30
+    ei = to_undirected(torch.randint(n, (2, 80), generator=g), num_nodes=n)
+    ei = ei[:, ei[0] != ei[1]]
+    x = torch.randn(n, 5, generator=g)
+    from_ei = GAPAggregation(2, noise_multiplier=0.0)(x, ei)
+    from_csr = GAPAggregation(2, noise_multiplier=0.0)(x, to_torch_csr_tensor(ei, size=(n, n)))
+    assert torch.equal(from_ei, from_csr)
+    seeded = [GAPAggregation(2, noise_multiplier=1.0, generator=torch.Generator().manual_seed(3))(x, a)
+              for a in (ei, to_torch_csr_tensor(ei, size=(n, n)))]
+    assert torch.equal(seeded[0], seeded[1])  # the same release, noise included
+    directed = ei[:, ei[0] < ei[1]]
+    with pytest.raises(ValueError, match="directed|undirected|symmetr"):
+        GAPAggregation(2, noise_multiplier=0.0)(x, to_torch_csr_tensor(directed, size=(n, n)))
