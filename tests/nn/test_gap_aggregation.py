@@ -142,9 +142,7 @@ def test_canonical_csr_is_taken_as_it_is_and_equals_the_edge_index_path():
     """A CSR adjacency already simple and undirected is used as it is (no conversion to
     edge_index and back); the release equals the edge_index one, and a directed CSR goes through
     the general path, which refuses it."""
-    from torch_geometric.utils import to_torch_csr_tensor, to_undirected
-
-    from pyg_private.nn import GAPAggregation
+    from torch_geometric.utils import to_torch_csr_tensor
 
     g = torch.Generator().manual_seed(0)
     n = 30
