@@ -11,6 +11,7 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ..utils import adjacency_to_edge_index, simple_undirected
+from ..utils.adjacency import csr_indices, simple_undirected_csr
 from ..utils.graph_validation import public_num_nodes
 from ..utils.lazy_ppr import seed_matrix
 from ._release_cache import CachedRelease, PersistentRelease
@@ -99,6 +100,21 @@ class SeededRelease(PersistentRelease):
         ei, n = adjacency_to_edge_index(edge_index, n)
         return simple_undirected(ei, n, symmetrize=self.symmetrize)
 
+    def _read_csr(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[tuple[Tensor, Tensor], int]:
+        """``((crow, col), num_nodes)`` of the validated graph: a CSR adjacency already simple and
+        undirected is taken as it is (:func:`~pyg_private.utils.adjacency.simple_undirected_csr`, no
+        round trip through ``edge_index``), anything else through :meth:`_read_graph` (the same
+        errors). Raises before anything is charged."""
+        if edge_index is not None:
+            hint = "pass `num_nodes=` (or the signals `x`)" if getattr(self, "accepts_signals", False) \
+                else "pass `num_nodes=`"
+            n = public_num_nodes(num_nodes, x=x, adj=edge_index, missing=hint)
+            graph = simple_undirected_csr(edge_index, n)  # None for anything but a sparse adjacency
+            if graph is not None:
+                return graph, n
+        ei, n = self._read_graph(edge_index, num_nodes, x)
+        return csr_indices(ei, n), n
+
     def _seeds_only(self, x: Any, edge_index: Any, seed_index: Any,
                     num_nodes: Optional[int]) -> tuple[Tensor, int, Tensor, Tensor]:
         """``(edge_index, num_nodes, one-hot seeds [N, C], seed_index)`` for modules whose
@@ -114,7 +130,8 @@ class SeededRelease(PersistentRelease):
     @staticmethod
     def _release_key(edge_index: Tensor, signals: Tensor) -> tuple[tuple, tuple, tuple]:
         """``(public, private, meta)`` of the cache: the public seeds or signals, the private graph."""
-        return (signals,), (edge_index,), (signals.size(0), signals.size(1), str(signals.dtype))
+        private = tuple(edge_index) if isinstance(edge_index, tuple) else (edge_index,)  # edge_index or (crow, col)
+        return (signals,), private, (signals.size(0), signals.size(1), str(signals.dtype))
 
     def _from_cache(self, edge_index: Tensor, signals: Tensor) -> Optional[Tensor]:
         """The cached release for this graph and these signals (a copy the caller may modify), or ``None``."""

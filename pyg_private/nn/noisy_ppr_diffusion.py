@@ -19,7 +19,8 @@ from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, check_granularity, choose_
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
-from ..utils.adjacency import adjacency_csr, inverse_degree
+from ..utils.adjacency import _csr as csr_matrix
+from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import seed_matrix
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
@@ -390,9 +391,9 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         """
         reject_edge_weight("NoisyPPRDiffusion", "seed_index", seed_index, "integer seed node ids")
         reject_grad_input("NoisyPPRDiffusion", x, self.training)
-        ei, n = self._read_graph(edge_index, num_nodes, x)
-        s0, seeds, out_dtype = self._signals(x, seed_index, n, ei.device)
-        cached = self._from_cache(ei, s0)
+        graph, n = self._read_csr(edge_index, num_nodes, x)  # a canonical CSR as it is
+        s0, seeds, out_dtype = self._signals(x, seed_index, n, graph[1].device)
+        cached = self._from_cache(graph, s0)
         if cached is not None:
             return cached.to(out_dtype)
         grid, source, sampler = None, None, None
@@ -403,17 +404,18 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             sampler = RoundedNoiseSampler("two_laplace", grid.noise_scale / grid.granularity)
         event = self._charge(seeds, s0.size(1), grid=grid) if self.noise_scale > 0 else None  # before any noise
         self.granularity = None if grid is None else grid.granularity
-        out = self._diffuse(ei, n, s0, seeds, grid, source, sampler)
+        out = self._diffuse(graph, n, s0, seeds, grid, source, sampler)
         if self.output_projection == "l1_ball":
             out = project_l1_ball(out)
         elif self.output_projection == "simplex":
             out = project_simplex(out)
         out = out.detach()
-        self._remember(ei, s0, out, event)
+        self._remember(graph, s0, out, event)
         return out.to(out_dtype)
 
     @torch.no_grad()
-    def _diffuse(self, edge_index: Tensor, n: int, s0: Tensor, seeds: Optional[Tensor], grid: Optional[PPRGrid] = None,
+    def _diffuse(self, graph: tuple[Tensor, Tensor], n: int, s0: Tensor, seeds: Optional[Tensor],
+                 grid: Optional[PPRGrid] = None,
                  source: Optional[RandomSource] = None, sampler: Optional[RoundedNoiseSampler] = None) -> Tensor:
         r"""The :math:`K` steps of the class notes, in float64, with the same operations in the same
         order (hence the same float64 roundings) as the plain loop, in fewer passes over the
@@ -428,7 +430,9 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         stream) per step, for all :math:`NC` entries, so a seeded release is unchanged."""
         beta = 1.0 - self.alpha
         on_cpu = s0.device.type == "cpu"
-        adj, deg = adjacency_csr(edge_index, n)  # row i of adj holds i's neighbours
+        crow, col = graph  # the validated graph's CSR arrays: row i holds i's neighbours
+        adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
+        deg = crow.diff().to(torch.float64)
         if on_cpu:
             adj = _int32_indices(adj)
         deg_inv = inverse_degree(deg).unsqueeze(-1)

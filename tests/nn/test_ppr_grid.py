@@ -361,3 +361,29 @@ def test_grid_error_names_the_smallest_tolerance_that_works():
     assert NoisyPPRDiffusion(**kw, grid_tolerance=tol).plan_grid(n).granularity > 0
     with pytest.raises(ValueError, match="2\\^60 steps"):
         NoisyPPRDiffusion(**kw, grid_tolerance=tol / 2).plan_grid(n)
+
+
+def test_noisy_ppr_takes_a_canonical_csr_as_it_is():
+    """A CSR adjacency already simple and undirected is used as it is: the release (seeded noise
+    included) equals the edge_index one, is cached under it (a second call costs nothing), and a
+    directed CSR goes through the general path, which refuses it."""
+    from torch_geometric.utils import to_torch_csr_tensor, to_undirected
+
+    from pyg_private import PrivacyAccountant
+
+    g = torch.Generator().manual_seed(0)
+    n = 40
+    ei = to_undirected(torch.randint(n, (2, 120), generator=g), num_nodes=n)
+    ei = ei[:, ei[0] != ei[1]]
+    adj = to_torch_csr_tensor(ei, size=(n, n))
+    seeds = torch.tensor([0, 5, 7])
+    kw = dict(alpha=0.2, num_iterations=10, eta=1e-3, noise_scale=1e-3)
+    outs = [NoisyPPRDiffusion(**kw, generator=torch.Generator().manual_seed(1))(edge_index=a, seed_index=seeds,
+                                                                               num_nodes=n) for a in (ei, adj)]
+    assert torch.equal(outs[0], outs[1])
+    acct = PrivacyAccountant()
+    layer = NoisyPPRDiffusion(**kw, accountant=acct)
+    first = layer(edge_index=adj, seed_index=seeds)
+    assert torch.equal(layer(edge_index=adj, seed_index=seeds), first) and len(acct.events) == 1  # cached
+    with pytest.raises(ValueError, match="directed|undirected|symmetr"):
+        NoisyPPRDiffusion(**kw)(edge_index=to_torch_csr_tensor(ei[:, ei[0] < ei[1]], size=(n, n)), seed_index=seeds)
