@@ -1,7 +1,6 @@
 r"""CARIBOU's contractive graph layer released across processes, one block of rows per process."""
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import torch
@@ -10,7 +9,7 @@ from torch_geometric.typing import Adj
 from torch_geometric.utils import spmm
 
 from ..nn._call_checks import reject_grad_input
-from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
+from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.contractive_graph_layer import ContractiveGraphLayer, _all_finite, _clip_rows
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from ._comm import GroupInfo, Layout, agree
@@ -114,14 +113,10 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
         degree = self._check_bounds(info, layout, crow, x, x0)
 
         grid, error = None, None
-        if layer.noise_std > 0 and layer.sampler == "safe":  # the single-process plan, from public sizes
-            try:
-                bound = layer.contraction * (layer.alpha1 * math.sqrt(n) + 1.0 - layer.alpha1) + layer.beta
-                grid = plan_grid(std_per_sensitivity=layer.noise_multiplier, sensitivity=layer.sensitivity,
-                                 dim=n * x.size(1), value_bound=bound, inflation_factor=1.0 + layer.contraction,
-                                 tolerance=layer.grid_tolerance)
-            except (ValueError, TypeError) as exc:
-                error = exc
+        try:
+            grid = layer.plan_grid(n, x.size(1))  # the single-process plan, from public sizes
+        except (ValueError, TypeError) as exc:
+            error = exc
         agree(error, info)
         if layer.noise_multiplier > 0:
             self._charge(info, layer.event(grid))  # once, on rank 0, before any noise

@@ -10,7 +10,7 @@ from torch_geometric.typing import Adj
 from torch_geometric.utils import spmm
 
 from ..nn._call_checks import reject_grad_input
-from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
+from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.gap_aggregation import GAPAggregation
 from ._comm import GroupInfo, Layout, agree
 from ._release import RowPartitionedRelease
@@ -77,12 +77,10 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         crow, col = self._graph(info, layout, edge_index, block, n)
 
         grid, error = None, None
-        if layer.noise_multiplier > 0 and layer.sampler == "safe":  # the single-process plan
-            try:
-                grid = plan_grid(std_per_sensitivity=layer.noise_multiplier, sensitivity=layer.sensitivity,
-                                 dim=n * x.size(1), value_bound=float(max(n, 1)), tolerance=layer.grid_tolerance)
-            except (ValueError, TypeError) as exc:
-                error = exc
+        try:
+            grid = layer.plan_grid(n, x.size(1))  # the single-process plan, from public sizes
+        except (ValueError, TypeError) as exc:
+            error = exc
         agree(error, info)
         if layer.noise_multiplier > 0:
             self._charge(info, layer.event(grid))  # once, on rank 0, before any noise

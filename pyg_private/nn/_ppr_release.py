@@ -11,7 +11,7 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ..utils import adjacency_to_edge_index, simple_undirected
-from ..utils.adjacency import csr_indices, simple_undirected_csr
+from ..utils.adjacency import validated_csr
 from ..utils.graph_validation import public_num_nodes
 from ..utils.lazy_ppr import seed_matrix
 from ._release_cache import CachedRelease, PersistentRelease
@@ -87,33 +87,28 @@ class SeededRelease(PersistentRelease):
     def event(self, num_columns: int) -> PrivacyEvent:  # pragma: no cover - implemented by hosts
         raise NotImplementedError
 
-    def _read_graph(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[Tensor, int]:
-        """The validated graph on the **public** node count: ``x``'s rows, ``num_nodes``
-        or a sparse adjacency's declared size, never the largest id of the private
-        ``edge_index`` (see :func:`~pyg_private.utils.graph_validation.public_num_nodes`).
-        Raises before anything is charged."""
+    def _public_num_nodes(self, edge_index: Any, num_nodes: Optional[int], x: Any) -> int:
+        """The **public** node count: ``x``'s rows, ``num_nodes`` or a sparse adjacency's declared
+        size, never the largest id of the private ``edge_index`` (see
+        :func:`~pyg_private.utils.graph_validation.public_num_nodes`)."""
         if edge_index is None:
             raise ValueError("`edge_index` (or a sparse adjacency) is required")
         hint = "pass `num_nodes=` (or the signals `x`)" if getattr(self, "accepts_signals", False) \
             else "pass `num_nodes=`"
-        n = public_num_nodes(num_nodes, x=x, adj=edge_index, missing=hint)
-        ei, n = adjacency_to_edge_index(edge_index, n)
+        return public_num_nodes(num_nodes, x=x, adj=edge_index, missing=hint)
+
+    def _read_graph(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[Tensor, int]:
+        """The validated graph's ``edge_index`` on the public node count (:meth:`_public_num_nodes`).
+        Raises before anything is charged."""
+        ei, n = adjacency_to_edge_index(edge_index, self._public_num_nodes(edge_index, num_nodes, x))
         return simple_undirected(ei, n, symmetrize=self.symmetrize)
 
     def _read_csr(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[tuple[Tensor, Tensor], int]:
-        """``((crow, col), num_nodes)`` of the validated graph: a CSR adjacency already simple and
-        undirected is taken as it is (:func:`~pyg_private.utils.adjacency.simple_undirected_csr`, no
-        round trip through ``edge_index``), anything else through :meth:`_read_graph` (the same
-        errors). Raises before anything is charged."""
-        if edge_index is not None:
-            hint = "pass `num_nodes=` (or the signals `x`)" if getattr(self, "accepts_signals", False) \
-                else "pass `num_nodes=`"
-            n = public_num_nodes(num_nodes, x=x, adj=edge_index, missing=hint)
-            graph = simple_undirected_csr(edge_index, n)  # None for anything but a sparse adjacency
-            if graph is not None:
-                return graph, n
-        ei, n = self._read_graph(edge_index, num_nodes, x)
-        return csr_indices(ei, n), n
+        """``((crow, col), num_nodes)`` of the validated graph on the public node count, with the
+        errors of :meth:`_read_graph`; a CSR adjacency already simple and undirected is taken as it is
+        (:func:`~pyg_private.utils.adjacency.validated_csr`). Raises before anything is charged."""
+        n = self._public_num_nodes(edge_index, num_nodes, x)
+        return validated_csr(edge_index, n, symmetrize=self.symmetrize), n
 
     def _seeds_only(self, x: Any, edge_index: Any, seed_index: Any,
                     num_nodes: Optional[int]) -> tuple[Tensor, int, Tensor, Tensor]:

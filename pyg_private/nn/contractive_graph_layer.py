@@ -17,8 +17,7 @@ from ..accounting.contractive import (
     edge_sensitivity,
 )
 from ..accounting.validation import check_non_negative, check_positive_int
-from ..utils import adjacency_to_edge_index, simple_undirected
-from ..utils.adjacency import csr_indices, normalized_adjacency_csr, simple_undirected_csr
+from ..utils.adjacency import normalized_adjacency_csr, validated_csr
 from ..utils.degree_bounds import (
     check_declared_bounds,
     floored_normalized_adjacency_csr,
@@ -29,7 +28,8 @@ from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
-from ._grid_gaussian import add_grid_gaussian_, plan_grid
+from ._grid_gaussian import add_grid_gaussian_
+from ._grid_gaussian import plan_grid as plan_hop_grid
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease, _same
 from ._sparse_propagation import SparsePropagation
@@ -328,13 +328,8 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         if reused is not None:  # the cached release: no new charge, no noise
             return reused
 
-        grid, source = None, None
-        if self.noise_std > 0 and self.sampler == "safe":  # plan the grid, before any charge
-            # entries before noise: |C_L(a1 A_hat h + a2 mean)| + beta |x0| <= C_L (a1 sqrt(N) + a2) + beta
-            bound = self.contraction * (self.alpha1 * math.sqrt(n) + 1.0 - self.alpha1) + self.beta
-            grid = plan_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity, dim=x.numel(),
-                             value_bound=bound, inflation_factor=1.0 + self.contraction,
-                             tolerance=self.grid_tolerance)
+        grid, source = self.plan_grid(n, x.size(1)), None  # before any charge
+        if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
@@ -344,6 +339,18 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         out = self._perturbed_hops(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch, grid, source)
         self._keep_release(out, *key, event=event, granularity=self.granularity)
         return out.to(out_dtype)
+
+    def plan_grid(self, num_nodes: int, channels: int) -> Optional[tuple[float, float]]:
+        """``(granularity, inflated per-hop sensitivity)`` of a safe release on ``num_nodes`` x
+        ``channels`` (public sizes only; raises before anything is charged), ``None`` without noise
+        or with ``sampler="float"``. The distributed wrapper plans with the same method."""
+        if not (self.noise_std > 0 and self.sampler == "safe"):
+            return None
+        # entries before noise: |C_L(a1 A_hat h + a2 mean)| + beta |x0| <= C_L (a1 sqrt(N) + a2) + beta
+        bound = self.contraction * (self.alpha1 * math.sqrt(num_nodes) + 1.0 - self.alpha1) + self.beta
+        return plan_hop_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity,
+                             dim=num_nodes * channels, value_bound=bound, inflation_factor=1.0 + self.contraction,
+                             tolerance=self.grid_tolerance)
 
     @property
     def _release_unit(self) -> str:
@@ -371,13 +378,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     def _read_graph(self, edge_index: Adj, n: int) -> tuple[Tensor, Tensor]:
         """``(crow, col)`` of the validated undirected simple graph on the ``n`` nodes of ``x``
         (never the largest id of ``edge_index``: an id ``>= n`` raises)."""
-        graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is
-        if graph is None:
-            ei, m = adjacency_to_edge_index(edge_index, n)
-            if m != n:
-                raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
-            graph = csr_indices(simple_undirected(ei, n, symmetrize=self.symmetrize)[0], n)
-        return graph
+        return validated_csr(edge_index, n, symmetrize=self.symmetrize)
 
     def _check_bounds(self, graph: tuple[Tensor, Tensor], x: Tensor, x0: Tensor) -> None:
         """Raise unless the input lies in the domain of the declared bounds (see the class notes)."""

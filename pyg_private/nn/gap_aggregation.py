@@ -14,11 +14,11 @@ from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_grad_input
-from ._grid_gaussian import add_grid_gaussian_, plan_grid
+from ._grid_gaussian import add_grid_gaussian_
+from ._grid_gaussian import plan_grid as plan_hop_grid
 from ..accounting.validation import check_positive_int
-from ..utils import adjacency_to_edge_index, simple_undirected
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.adjacency import csr_indices, simple_undirected_csr
+from ..utils.adjacency import validated_csr
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease
 from ._sparse_propagation import SparsePropagation
@@ -151,22 +151,14 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         if not torch.isfinite(x).all():
             raise ValueError("`x` contains NaN or infinite values")
         n = x.size(0)
-        graph = simple_undirected_csr(edge_index, n)  # a CSR input already simple and undirected: as it is
-        if graph is None:
-            ei, m = adjacency_to_edge_index(edge_index, n)
-            if m != n:
-                raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
-            graph = csr_indices(simple_undirected(ei, n, symmetrize=self.symmetrize)[0], n)
+        graph = validated_csr(edge_index, n, symmetrize=self.symmetrize)  # a canonical CSR as it is
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
         key = (x,), graph, (n, x.size(1), str(x.dtype))  # public: the features (edge level); private: the graph
         reused = self._cached_release(*key, device=x.device, dtype=out_dtype)
         if reused is not None:  # the cached release: no new charge, no noise
             return reused
-        grid, source = None, None
-        if self.noise_multiplier > 0 and self.sampler == "safe":  # plan the grid, before any charge
-            # sum aggregation of unit rows: every entry is at most the largest degree, below N
-            grid = plan_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity,
-                             dim=x.numel(), value_bound=float(max(n, 1)), tolerance=self.grid_tolerance)
+        grid, source = self.plan_grid(n, x.size(1)), None  # before any charge
+        if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
@@ -174,6 +166,17 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         out = self._hops(graph, x.detach().to(torch.float64), grid, source)
         self._keep_release(out, *key, event=event, granularity=self.granularity)
         return out.to(out_dtype)
+
+    def plan_grid(self, num_nodes: int, channels: int) -> Optional[tuple[float, float]]:
+        """``(granularity, inflated per-hop sensitivity)`` of a safe release on ``num_nodes`` x
+        ``channels`` (public sizes only; raises before anything is charged), ``None`` without noise
+        or with ``sampler="float"``. The distributed wrapper plans with the same method."""
+        if not (self.noise_multiplier > 0 and self.sampler == "safe"):
+            return None
+        # sum aggregation of unit rows: every entry is at most the largest degree, below N
+        return plan_hop_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity,
+                             dim=num_nodes * channels, value_bound=float(max(num_nodes, 1)),
+                             tolerance=self.grid_tolerance)
 
     def _release_settings(self) -> dict[str, Any]:
         """The settings a cached release is valid for (a saved one loads only into equal settings)."""

@@ -12,11 +12,9 @@ from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event
 from ..accounting.validation import check_positive_int
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
-from ..utils import adjacency_to_edge_index, simple_undirected
-from ..utils.adjacency import csr_indices
+from ..utils.adjacency import validated_csr
 from ..utils.degree_bounds import check_declared_bounds
 from ._call_checks import reject_grad_input
-from ._grid_gaussian import plan_grid
 from .gap_aggregation import EDGE_SENSITIVITY, GAPAggregation
 
 __all__ = ["ProGAPAggregation", "sum_aggregation_node_sensitivity"]
@@ -138,28 +136,24 @@ class ProGAPAggregation(GAPAggregation):
         reject_grad_input(type(self).__name__, x, self.training)
         if not torch.isfinite(x).all():
             raise ValueError("`x` contains NaN or infinite values")
-        ei, n = adjacency_to_edge_index(edge_index, x.size(0))
-        if n != x.size(0):
-            raise ValueError(f"the graph has {n} nodes but `x` has {x.size(0)} rows")
-        ei, _ = simple_undirected(ei, n, symmetrize=self.symmetrize)
-        degree = torch.bincount(ei[0], minlength=n)
+        n = x.size(0)
+        graph = validated_csr(edge_index, n, symmetrize=self.symmetrize)  # a canonical CSR as it is
+        degree = graph[0].diff()
         check_declared_bounds(degree, level="node", min_degree=0, max_degree=self.max_degree,
                               num_nodes=n if self.num_nodes is None else self.num_nodes)  # before any charge
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
-        key = (), (ei, x), (n, x.size(1), str(x.dtype), "node")  # node level: the features are private too
+        key = (), (*graph, x), (n, x.size(1), str(x.dtype), "node")  # node level: the features are private too
         own = F.normalize(x.detach().to(torch.float64), dim=-1)  # the caller's own input, never stored
         reused = self._cached_release(*key, device=x.device, dtype=torch.float64)
         if reused is not None:
             return torch.cat([own, reused], dim=-1).to(out_dtype)
-        grid, source = None, None
-        if self.noise_multiplier > 0 and self.sampler == "safe":
-            grid = plan_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=self.sensitivity,
-                             dim=x.numel(), value_bound=float(max(n, 1)), tolerance=self.grid_tolerance)
+        grid, source = self.plan_grid(n, x.size(1)), None  # GAPAggregation's plan, before any charge
+        if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
-        out = self._hops(csr_indices(ei, n), x.detach().to(torch.float64), grid, source)[:, x.size(1):]
+        out = self._hops(graph, x.detach().to(torch.float64), grid, source)[:, x.size(1):]
         self._keep_release(out, *key, event=event, granularity=self.granularity)  # the noisy block only
         return torch.cat([own, out], dim=-1).to(out_dtype)
 

@@ -9,7 +9,10 @@ import torch
 from torch import Tensor
 from torch_geometric.typing import SparseTensor
 
-__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "normalized_adjacency_csr",
+from .graph_validation import adjacency_to_edge_index, simple_undirected
+
+__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "validated_csr",
+           "normalized_adjacency_csr",
            "power_normalized_adjacency_csr"]
 
 
@@ -122,6 +125,22 @@ def simple_undirected_csr(adj: object, num_nodes: int, *, block_entries: int = _
             return None
     return crow.long(), col.long()
 
+
+
+def validated_csr(adj: object, num_nodes: int, *, symmetrize: bool = False) -> tuple[Tensor, Tensor]:
+    """``(crow, col)`` of the validated undirected simple graph on the public ``num_nodes`` (never
+    the largest id of ``edge_index``: an id ``>= num_nodes`` raises): a CSR input already in that
+    form as it is (:func:`simple_undirected_csr`), anything else through
+    :func:`~pyg_private.utils.simple_undirected` (which symmetrises it with ``symmetrize=True`` or
+    says what is wrong with it)."""
+    n = int(num_nodes)
+    graph = simple_undirected_csr(adj, n)
+    if graph is not None:
+        return graph
+    ei, m = adjacency_to_edge_index(adj, n)
+    if m != n:
+        raise ValueError(f"the graph has {m} nodes but `x` has {n} rows")
+    return csr_indices(simple_undirected(ei, n, symmetrize=symmetrize)[0], n)
 
 
 def normalized_adjacency_csr(crow: Tensor, col: Tensor, *, weight: float = 1.0,
