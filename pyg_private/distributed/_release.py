@@ -149,6 +149,20 @@ class RowPartitionedRelease(torch.nn.Module):
                          what="the accountant on rank 0 refused the release, nothing was released on any process: ")
         return event
 
+    def _plan_and_charge(self, info: GroupInfo, num_nodes: int, channels: int) -> Optional[tuple[float, float]]:
+        """The layer's own grid plan (public sizes; a refusal raised on every process), then the one
+        charge on rank 0 (:meth:`_charge`), before any process draws noise; returns the grid."""
+        layer, grid, error = self.layer, None, None
+        try:
+            grid = layer.plan_grid(num_nodes, channels)
+        except (ValueError, TypeError) as exc:
+            error = exc
+        agree(error, info)
+        if layer.noise_multiplier > 0:
+            self._charge(info, layer.event(grid))
+        self.granularity = layer.granularity = None if grid is None else grid[0]
+        return grid
+
     # ------------------------------------------------------------------ step 4
     def _streams(self, info: GroupInfo, device: torch.device, std: float,
                  grid: Optional[tuple[float, float]]) -> tuple[Optional[RandomSource], Optional[torch.Generator]]:

@@ -91,7 +91,6 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
                 num_nodes: int) -> Tensor:
         """Run the K perturbed hops across the group; return this process's rows of
         :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
-        layer: ContractiveGraphLayer = self.layer
         info = self._group(x)
         error, n, block = None, None, None
         try:  # this process's own checks; agreed on below
@@ -112,15 +111,7 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
         crow, col = self._graph(info, layout, edge_index, block, n)
         degree = self._check_bounds(info, layout, crow, x, x0)
 
-        grid, error = None, None
-        try:
-            grid = layer.plan_grid(n, x.size(1))  # the single-process plan, from public sizes
-        except (ValueError, TypeError) as exc:
-            error = exc
-        agree(error, info)
-        if layer.noise_multiplier > 0:
-            self._charge(info, layer.event(grid))  # once, on rank 0, before any noise
-        self.granularity = layer.granularity = None if grid is None else grid[0]
+        grid = self._plan_and_charge(info, n, x.size(1))
         dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float64
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
         with torch.no_grad():

@@ -12,7 +12,7 @@ from torch_geometric.utils import spmm
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.gap_aggregation import GAPAggregation
-from ._comm import GroupInfo, Layout, agree
+from ._comm import GroupInfo, Layout
 from ._release import RowPartitionedRelease
 from .partition import block_csr
 
@@ -63,7 +63,6 @@ class DistributedGAPAggregation(RowPartitionedRelease):
     @torch.compiler.disable
     def forward(self, x: Tensor, edge_index: Adj, *, row_range: tuple[int, int], num_nodes: int) -> Tensor:
         """Return this process's rows of all hops concatenated, ``[e - s, (K + 1) F]`` (detached, input dtype)."""
-        layer: GAPAggregation = self.layer
         info = self._group(x)
         error, n, block = None, None, None
         try:
@@ -76,15 +75,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         layout = self._public_inputs(info, error, block, n, x)
         crow, col = self._graph(info, layout, edge_index, block, n)
 
-        grid, error = None, None
-        try:
-            grid = layer.plan_grid(n, x.size(1))  # the single-process plan, from public sizes
-        except (ValueError, TypeError) as exc:
-            error = exc
-        agree(error, info)
-        if layer.noise_multiplier > 0:
-            self._charge(info, layer.event(grid))  # once, on rank 0, before any noise
-        self.granularity = layer.granularity = None if grid is None else grid[0]
+        grid = self._plan_and_charge(info, n, x.size(1))
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
         with torch.no_grad():
             out = self._hops(info, layout, n, crow, col, x.detach().to(torch.float64), grid)
