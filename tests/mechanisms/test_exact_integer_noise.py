@@ -234,3 +234,22 @@ def test_alias_ties_read_the_split_s_next_bits():
     scaled = t.split[i] * 2 ** (t.split_bits + 63)
     rest = float(scaled - t.ctx.floor(scaled))  # P(U < split | its first split_bits + 63 bits)
     assert abs(sum(draws) / 200 - rest) < 5 * math.sqrt(rest * (1 - rest) / 200) + 0.01, (sum(draws), rest)
+
+
+def test_scratch_pool_keeps_no_noise_after_a_release():
+    """The reused scratch buffers (the sampler's chunks, a grid release's integer noise) are zeroed
+    when returned: after a ContractiveGraphLayer release, nothing in the pool can be subtracted from
+    the output."""
+    from pyg_private.mechanisms import _workspace
+    from pyg_private.nn import ContractiveGraphLayer
+
+    g = torch.Generator().manual_seed(0)
+    pairs = torch.randint(50, (2, 200), generator=g)
+    pairs = pairs[:, pairs[0] != pairs[1]]
+    ei = torch.cat([pairs, pairs.flip(0)], 1).unique(dim=1)
+    layer = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=1.0, cached=False)
+    out = layer(torch.randn(50, 4, generator=g), ei)
+    assert layer.granularity is not None and bool(out.abs().sum() > 0)
+    pooled = [t for sets in _workspace._free.values() for item in sets
+              for t in (item if isinstance(item, (list, tuple)) else (item,))]
+    assert pooled and all(not bool(t.any()) for t in pooled)
