@@ -26,12 +26,15 @@ from torch_geometric.data import Data
 from example_data import load_or_exit, spec
 from example_io import CsvWriter, finish_figure, progress, say
 from pyg_private.datasets import attach_split, random_fraction_split
-from pyg_private.models import CaribouConfig, search_caribou
+from pyg_private.models import CaribouConfig, ProGAPConfig, search_caribou, search_progap
 from pyg_private.nn import ContractiveGraphLayer
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, math.inf)
-METHODS = ("caribou", "gap", "mlp")
-LABELS = {"caribou": "CARIBOU", "gap": "GAP", "mlp": "MLP"}
+METHODS = ("caribou", "gap", "mlp", "progap")
+LABELS = {"caribou": "CARIBOU", "gap": "GAP", "mlp": "MLP", "progap": "ProGAP"}
+# The split protocols: CARIBOU's Sec. 6 text (10% train / 20% test, the rest validation) and GAP's data
+# loader (70% / 10% / 20%), on which CARIBOU's Table 5 MLP and non-private figures are reproduced.
+PROTOCOLS = {"random": (0.1, None, 0.2), "gap": (0.7, 0.1, 0.2)}
 
 # Zheng et al., CARIBOU (arXiv:2506.22727), Sec. 6: Table 9 (mean of 3 runs) and Table 3 (best of 3 runs),
 # edge-level DP, in %.
@@ -57,21 +60,28 @@ _TABLE3 = {
 
 
 def paper_value(table: str, method: str, dataset: str, eps: float) -> float:
-    """The paper's accuracy (%) or NaN where it reports none (MLP is edge-free: one value for every eps)."""
-    rows = (_TABLE9 if table == "mean" else _TABLE3)[method]
+    """The paper's accuracy (%) or NaN where it reports none (MLP is edge-free: one value for every eps;
+    the CARIBOU paper reports no ProGAP)."""
+    rows = (_TABLE9 if table == "mean" else _TABLE3).get(method, {})
     if method == "mlp":
         eps = math.inf
     row = rows.get(eps)
     return row[_COLUMNS.index(dataset)] if row is not None and dataset in _COLUMNS else math.nan
 
 
-def load_runs(parser: argparse.ArgumentParser, name: str, seeds: Sequence[int]) -> list[Data]:
+def load_runs(parser: argparse.ArgumentParser, name: str, seeds: Sequence[int],
+              protocol: str = "random") -> list[Data]:
     """One graph per seed: a chain generated from the seed (features and its own split), or the
-    graph ``name`` with CARIBOU's random split 10% / rest / 20% drawn from the seed."""
+    graph ``name`` with the ``protocol``'s random split drawn from the seed (``"random"``: CARIBOU's
+    10% / rest / 20%; ``"gap"``: GAP's loader, 70% / 10% / 20%)."""
     if spec(name).collection == "Chain":
+        if protocol != "random":
+            parser.error(f"{name} has its own split; --split {protocol} applies to the other graphs")
         return [load_or_exit(parser, name, seed=s) for s in seeds]
     base = load_or_exit(parser, name)
-    return [attach_split(base, random_fraction_split(base.num_nodes, seed=s)) for s in seeds]
+    train, val, test = PROTOCOLS[protocol]
+    return [attach_split(base, random_fraction_split(base.num_nodes, train=train, val=val, test=test, seed=s))
+            for s in seeds]
 
 
 def bounds_from(degree_floor: Optional[int]) -> dict:
@@ -85,7 +95,7 @@ def edge_delta(num_undirected_edges: int) -> float:
     return 1.0 / 10 ** len(str(int(num_undirected_edges)))
 
 
-def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[CaribouConfig]], *,
+def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[CaribouConfig | ProGAPConfig]], *,
              epsilons: Sequence[float], delta: float, min_degree: int, seeds: Sequence[int],
              degree_floor: bool = False,
              extra: Callable[[float, CaribouConfig, list], dict] | None = None,
@@ -96,7 +106,8 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
     ``min_degree`` (and ``degree_floor``) are the declared public bound of
     :class:`~pyg_private.nn.ContractiveGraphLayer`: without the floor it must not exceed
     the graph's smallest degree minus one (0 with isolated nodes), or the layer refuses
-    the graph.
+    the graph. ProGAP (``grids["progap"]``, :func:`~pyg_private.models.search_progap`) reads no
+    degree bound: its sensitivity is sqrt(2) per stage at edge level.
     """
     bounds = {"min_degree": min_degree, **({"degree_floor": True} if degree_floor else {})}
     rows = []
@@ -113,7 +124,11 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
             configs = progress(grid, desc=f"  {LABELS[method]} grid (x{len(seeds)} runs)", total=len(grid))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # Opacus / PyG notices; privacy warnings are not expected here
-                config, runs = search_caribou(datasets, configs, epsilon=eps, delta=delta, seeds=seeds, **bounds)
+                if method == "progap":
+                    config, runs = search_progap(datasets, configs, epsilon=eps, delta=delta, seeds=seeds)
+                else:
+                    config, runs = search_caribou(datasets, configs, epsilon=eps, delta=delta, seeds=seeds,
+                                                  **bounds)
             configs.close()
             if method == "mlp":
                 edge_free["mlp"] = config, runs
@@ -129,12 +144,15 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
             "paper_best": paper_value("best", method, dataset, eps),
             "epsilon_spent": max(spent), "noise_std": runs[0].noise_std,
             "noise_multiplier": runs[0].noise_multiplier, "configs_searched": len(grid),
-            "K": config.K if method != "mlp" else 0, "contraction": config.contraction if method == "caribou" else "",
+            "K": config.stages if method == "progap" else config.K if method != "mlp" else 0,
+            "contraction": config.contraction if method == "caribou" else "",
             "alpha1": config.alpha1 if method == "caribou" else "", "beta": config.beta if method == "caribou" else "",
-            "hidden": config.hidden, "encoder_dim": config.encoder_dim if config.encoder_dim else "raw",
-            "use_x0": config.use_x0,
-            # which head won the validation selection, where the recipe reports it
-            "candidates": " ".join(str(getattr(r, "candidate", "")) for r in runs).strip(),
+            "hidden": config.hidden,
+            "encoder_dim": "" if method == "progap" else config.encoder_dim if config.encoder_dim else "raw",
+            "use_x0": True if method == "progap" else config.use_x0,
+            # which head won the validation selection (ProGAP: the stage that predicts; 0 is its edge-free MLP)
+            "candidates": " ".join(str(r.stage if method == "progap" else getattr(r, "candidate", ""))
+                                   for r in runs).strip(),
             "seconds": time.perf_counter() - start,
         }
         if method == "caribou" and math.isfinite(eps):  # what linear accounting of the same K hops would force
@@ -164,7 +182,10 @@ def _format(row: dict) -> str:
     sel = f"K={row['K']}"
     if row["method"] == "CARIBOU":
         sel += f" C_L={row['contraction']} a1={row['alpha1']} b={row['beta']}"
-    sel += f" h={row['hidden']} enc={row['encoder_dim']}" + ("" if row["use_x0"] else " noX0")
+    if row["method"] == "ProGAP":
+        sel = f"stages={row['K']} h={row['hidden']} stage per run {row['candidates']}"
+    else:
+        sel += f" h={row['hidden']} enc={row['encoder_dim']}" + ("" if row["use_x0"] else " noX0")
     linear = f" (linear: {row['noise_std_linear']:.2f})" if "noise_std_linear" in row else ""
     return (f"{row['dataset']:8s} {eps:>4s} {row['method']:8s} {row['test_mean']:6.1f} {row['test_best']:6.1f} "
             f"{row['paper_mean']:6.1f} {row['paper_best']:6.1f} {spent:>7s} {row['noise_std']:6.2f}  {sel}  "
@@ -186,7 +207,7 @@ def plot(rows: list[dict], datasets: Sequence[str], path: str) -> None:
     runs = sorted({r["runs"] for r in rows})
     for ax, name in zip(axes[0], datasets):
         methods = []
-        for i, (method, color) in enumerate((("CARIBOU", "C0"), ("GAP", "C1"), ("MLP", "C2"))):
+        for i, (method, color) in enumerate((("CARIBOU", "C0"), ("GAP", "C1"), ("MLP", "C2"), ("ProGAP", "C3"))):
             sel = [r for r in rows if r["dataset"] == name and r["method"] == method and math.isfinite(r["epsilon"])]
             if not sel:
                 continue

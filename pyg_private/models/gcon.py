@@ -166,7 +166,7 @@ class _GCN(nn.Module):
         return self.conv2(F.dropout(x, self.dropout, self.training), edge_index)
 
     def forward_sparse(self, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
-        """The same two layers, :math:`\hat A\,\mathrm{relu}(\hat A X W_1 + b_1) W_2 + b_2`, with a sparse
+        r"""The same two layers, :math:`\hat A\,\mathrm{relu}(\hat A X W_1 + b_1) W_2 + b_2`, with a sparse
         (COO) ``x`` and the normalised adjacency ``adj`` (:func:`gcn_norm`, self-loops included) as a
         sparse matrix: the first product costs the features' non-zeros, not ``N x F`` (Cora-ML's bag of
         words is 1.8% dense)."""

@@ -15,10 +15,10 @@ def _rows(path):
 
 def _check(out_dir, stem, dataset):
     rows = _rows(out_dir / f"{stem}_caribou_smoke.csv")
-    assert [r["method"] for r in rows] == ["CARIBOU", "GAP", "MLP"]
+    assert [r["method"] for r in rows] == ["CARIBOU", "GAP", "MLP", "ProGAP"]
     assert all(r["dataset"] == dataset and r["epsilon"] == "1.0" and r["min_degree"] == "0" for r in rows)
     spent = [float(r["epsilon_spent"]) for r in rows]
-    assert 0.99 <= spent[0] <= 1.0 and 0.99 <= spent[1] <= 1.0 and spent[2] == 0.0  # the MLP reads no edge
+    assert 0.99 <= spent[0] <= 1.0 and 0.99 <= spent[1] <= 1.0 and spent[2] == 0.0 and 0.99 <= spent[3] <= 1.0  # the MLP reads no edge
     assert all(0.0 <= float(r["test_mean"]) <= 100.0 for r in rows)
     assert (out_dir / f"{stem}_caribou_smoke.png").is_file()
 
@@ -27,7 +27,7 @@ def test_smoke_on_cora(offline, run_example):
     offline("Planetoid/Cora/raw")
     out, err, out_dir = run_example("cora_caribou", "--smoke")
     assert "Cora: 2708 nodes" in out and "\r" not in out  # progress bars stay on stderr
-    assert "Cora eps x method" in err and "2/2" in err  # the outermost bar, kept in a log
+    assert "Cora eps x method" in err and "3/3" in err  # the outermost bar, kept in a log
     _check(out_dir, "cora", "Cora")
 
 
@@ -54,3 +54,13 @@ def test_interrupted_run_keeps_finished_rows(odd, run_example, monkeypatch, tmp_
         run_example("cora_caribou", "--smoke", "--dataset", odd)
     rows = _rows(tmp_path / "out" / "odd_caribou_smoke.csv")
     assert [r["method"] for r in rows] == ["CARIBOU"]
+
+
+def test_gap_protocol_split(odd, run_example):
+    """``--split gap``: GAP's loader, 70% / 10% / 20%, written to its own CSV."""
+    out, _, out_dir = run_example("cora_caribou", "--smoke", "--dataset", odd, "--split", "gap", "--methods",
+                                  "mlp", "progap")
+    assert "split gap" in out
+    rows = _rows(out_dir / "odd_caribou_gap70_smoke.csv")
+    assert [r["method"] for r in rows] == ["MLP", "ProGAP"]
+    assert rows[1]["candidates"] and all(c in "01" for c in rows[1]["candidates"].split())
