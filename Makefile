@@ -10,7 +10,7 @@ STAMP := $(VENV)/.pyg-private-installed
 
 .PHONY: install demo test sparse benchmarks clean
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg setup.py pyproject.toml pyg_private/mechanisms/_first_pass_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install "torch==$(TORCH_VERSION)"
 	$(PIP) install -e ".[test,plots]"
@@ -29,4 +29,4 @@ sparse: $(STAMP)
 	$(PIP) install --no-build-isolation -e ".[sparse]"
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis pyg_private/mechanisms/*.so

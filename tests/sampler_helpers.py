@@ -45,7 +45,7 @@ def force_exact_paths(sampler: E.RoundedNoiseSampler, *, split_bits=None, margin
         t._build_cheap()
     t._build_fast()
     forced = object.__new__(E.RoundedNoiseSampler)
-    forced.kind, forced.scale, forced._t = sampler.kind, sampler.scale, t
+    forced.kind, forced.scale, forced._t, forced.native = sampler.kind, sampler.scale, t, sampler.native
     return forced
 
 

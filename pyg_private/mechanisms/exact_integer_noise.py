@@ -51,6 +51,12 @@ samples are therefore exact up to the 256-bit precision of the tables: the sampl
 differs from the stated one by less than :math:`10^{-60}` in total variation (far below any
 reported privacy figure; not added to the ledger).
 
+**Speed.** The first pass (the alias choice, the value in its cell, the cheap threshold) runs as
+one fused C loop over each chunk of words (``_first_pass_native``, built at installation where a
+C compiler exists; about 1.8 ns a sample against 4.5 ns for the same integer computation as torch
+operations, :func:`first_pass`, which runs otherwise and on other devices). Both give the same
+samples from the same words; ``tests/mechanisms/test_native_first_pass.py`` compares them.
+
 Scales below :data:`MIN_SCALE` (:math:`2^{20}` grid steps) are refused: the grid is chosen fine
 enough by :func:`pyg_private.mechanisms.grid.choose_granularity`.
 """
@@ -66,6 +72,11 @@ from torch import Tensor
 
 from ._workspace import borrow
 from .randomness import WORD_BITS, RandomSource, run_tasks
+
+try:  # the fused first pass in C (optional: built at installation where a C compiler exists)
+    from . import _first_pass_native as _native
+except ImportError:  # pragma: no cover - depends on the installation
+    _native = None
 
 __all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "rounded_two_laplace", "exact_bernoulli",
            "MIN_SCALE", "MAX_SCALE"]
@@ -372,6 +383,31 @@ def first_pass(word: Tensor, offset: Tensor, bits: Tensor, out: Tensor, scratch:
     return torch.ge(bits, torch.index_select(tables[1], 0, pick, out=entry), out=flag)
 
 
+def native_available() -> bool:
+    """Whether the fused C first pass (:mod:`pyg_private.mechanisms._first_pass_native`) is installed;
+    without it the same integer computation runs as torch operations (:func:`first_pass`)."""
+    return _native is not None
+
+
+def _native_first_pass(words: list[Tensor], offset: Tensor, bits: Tensor, out: Tensor, flagged: Tensor, start: int,
+                       tables: dict[str, Tensor], t: "_Table") -> int:
+    """:func:`first_pass` in one C loop over a chunk: writes ``out`` and the (global) indices of the
+    flagged samples into ``flagged[:count]``; returns ``count``. The caller guarantees CPU, int64,
+    contiguous buffers of the chunk's size (``flagged`` at least as long)."""
+    n = out.numel()
+    for x in (words[0], out, flagged):
+        if x.dtype != torch.int64 or x.device.type != "cpu" or not x.is_contiguous() or x.numel() < n:
+            raise RuntimeError("native first pass: buffers must be contiguous int64 CPU tensors of the chunk's size")
+    slot_shift = WORD_BITS - t.slot_bits
+    if t.words_per_sample == 1:
+        return _native.first_pass_packed(words[0].data_ptr(), n, out.data_ptr(), flagged.data_ptr(), start,
+                                         tables["split_high"].data_ptr(), tables["packed3"].data_ptr(), slot_shift,
+                                         t.low_shift, t.accept_bits, t.w - 1)
+    return _native.first_pass_split(words[0].data_ptr(), offset.data_ptr(), bits.data_ptr(), n, out.data_ptr(),
+                                    flagged.data_ptr(), start, tables["split_high"].data_ptr(),
+                                    tables["base3"].data_ptr(), tables["cheap3"].data_ptr(), slot_shift, t.low_shift)
+
+
 def exact_bernoulli(p, known: int, known_bits: int, source: RandomSource, ctx=None) -> bool:
     """Whether ``U < p`` for a uniform ``U`` whose first ``known_bits`` bits are the integer ``known``,
     drawing further 63-bit words from ``source`` until the comparison is decided (``p`` an mpmath
@@ -407,6 +443,7 @@ class RoundedNoiseSampler:
                              "(choose the granularity with `choose_granularity`)")
         self.kind, self.scale = kind, scale
         self._t = _table(kind, scale)
+        self.native = _native is not None  # the fused C first pass on CPU tensors (same samples either way)
 
     def sample(self, n: int, source: RandomSource, out: Tensor | None = None) -> Tensor:
         """``n`` samples (``int64`` on ``source.device``), written into ``out`` when given.
@@ -447,15 +484,22 @@ class RoundedNoiseSampler:
             return [torch.empty(size, dtype=torch.int64, device=out.device) for _ in range(5)] + \
                 [torch.empty(size, dtype=torch.bool, device=out.device)]
 
+        native = self.native and out.device.type == "cpu" and out.is_contiguous()
         with borrow(("exact_integer_noise", out.device, size), scratch) as buffers:
             for start in range(0, n, _CHUNK):
                 m = min(_CHUNK, n - start)
                 part = [b[:m] for b in buffers]
                 words = [source.words(m) for _ in range(per)]
-                offset, bits = t.offset_and_bits(words, out=(part[0], part[1]))
-                flag = first_pass(words[0], offset, bits, out[start:start + m], (part[2], part[3], part[4], part[5]),
-                                  tables["split_high"], fast, slot_shift, t.low_shift, t.accept_bits)
-                idx = flag.nonzero().squeeze(1)
+                if native:
+                    offset, bits = t.offset_and_bits(words, out=(part[0], part[1])) if per > 1 else (None, None)
+                    count = _native_first_pass(words, offset, bits, out[start:start + m], part[2], start, tables, t)
+                    idx = part[2][:count] - start
+                else:
+                    offset, bits = t.offset_and_bits(words, out=(part[0], part[1]))
+                    flag = first_pass(words[0], offset, bits, out[start:start + m],
+                                      (part[2], part[3], part[4], part[5]), tables["split_high"], fast, slot_shift,
+                                      t.low_shift, t.accept_bits)
+                    idx = flag.nonzero().squeeze(1)
                 if idx.numel():
                     flagged.append((idx + start, [w.index_select(0, idx) for w in words]))
         if not flagged:
