@@ -346,6 +346,10 @@ def test_secure_mode(monkeypatch):
         return real(n)
 
     monkeypatch.setattr(randomness.os, "urandom", counting)
+    filled = []  # bytes of keystream (secure words come from a ChaCha20 stream keyed from os.urandom)
+    real_fill = randomness._ChaCha20Stream.fill
+    monkeypatch.setattr(randomness._ChaCha20Stream, "fill", lambda self, out: (filled.append(out.nbytes),
+                                                                               real_fill(self, out))[1])
     x = torch.linspace(-1, 1, 50, dtype=F64)
     y = sample_square_wave(x, 1.0, secure_mode=True)
     assert calls and bool(_on_grid(y, square_wave_grid(1.0).granularity).all())
@@ -363,10 +367,12 @@ def test_secure_mode(monkeypatch):
     data = Data(x=torch.rand(30, 5), num_nodes=30)
     for kwargs in ({"secure_mode": True}, {}):
         calls.clear()
+        filled.clear()
         t = HDSFeaturePerturb(1.0, 2, (0.0, 1.0), accountant=PrivacyAccountant(), **kwargs)
         with randomness.secure_mode(not kwargs):
             t(data.clone())
-        assert sum(calls) >= 8 * 30 * 2 * 3  # subsets and two words per sampled value, from the OS
+        assert calls  # keys from the OS
+        assert sum(filled) + sum(calls) >= 8 * 30 * 2 * 3  # subsets and two words per sampled value
     # a seeded generator with the process-wide secure mode: refused before anything is charged
     acct = PrivacyAccountant()
     t = HDSFeaturePerturb(1.0, 2, (0.0, 1.0), accountant=acct, generator=torch.Generator())
