@@ -175,8 +175,8 @@ class RowPartitionedRelease(torch.nn.Module):
         return None, self._float_generator(info, device)
 
     def _source(self, info: GroupInfo, device: torch.device) -> RandomSource:
-        """This process's noise stream: ``secure_mode`` reads the OS CSPRNG, the default is a PCG64 stream
-        seeded from the OS; a seeded ``generator`` gives the ``rank``-th of ``world`` children spawned from
+        """This process's noise stream: its own ChaCha20 stream keyed from the OS (with or without
+        ``secure_mode``; see :mod:`pyg_private.mechanisms.randomness`); a seeded ``generator`` gives the ``rank``-th of ``world`` children spawned from
         it (reproducible, and distinct across processes even when every process seeds alike)."""
         layer = self.layer
         if layer.generator is not None:

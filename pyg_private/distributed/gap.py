@@ -36,7 +36,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
     The release is the single-process one: the same sum aggregation, the same grid (planned from the
     public :math:`N` and :math:`F`, so ``granularity`` equals the single-process layer's) and the same
     noise std :math:`\sigma\Delta'`; each process draws the noise of its own rows from its own stream
-    (OS CSPRNG with ``secure_mode``, OS-seeded PCG64 by default; with a seeded ``generator`` the
+    (a ChaCha20 stream keyed from the OS, with or without ``secure_mode``; with a seeded ``generator`` the
     ``rank``-th of ``world`` spawned streams, reproducible and **voiding the guarantee**). The
     :math:`\mu = \sqrt{K}/\sigma` GDP event is registered once, by the accountant of the group's rank 0,
     before any process draws noise; a refusal is raised on every process and nothing is released.

@@ -654,7 +654,7 @@ def sample_square_wave(x: Tensor, epsilon: float, *, generator: torch.Generator 
         generator (torch.Generator, optional): on ``x``'s device; reproducible, voids the
             guarantee.
         sampler (str): ``"safe"`` (default) or ``"float"``.
-        secure_mode (bool, optional): every random bit from the OS CSPRNG (safe sampler only;
+        secure_mode (bool, optional): every random bit from a CSPRNG keyed from the OS (safe sampler only;
             ``None``: the process-wide default).
         granularity (float, optional): the safe grid's granularity (:func:`square_wave_grid`).
     """

@@ -1,24 +1,35 @@
 r"""The ProGAP node-classification recipe: progressive training, one perturbed aggregation per stage.
 
 Sajadmanesh and Gatica-Perez, `"ProGAP: Progressive Graph Neural Networks with Differential
-Privacy Guarantees" <https://arxiv.org/abs/2304.08928>`_ (WSDM 2024), Sec. 4. With ``K`` =
-``config.stages`` aggregations, ProGAP trains ``K + 1`` stages one after the other:
+Privacy Guarantees" <https://arxiv.org/abs/2304.08928>`_ (WSDM 2024), Sec. 4, as their code
+(github.com/sisaman/ProGAP: ``core/modules/prog.py``, ``core/nn/nap.py``,
+``core/methods/progap/``) builds it. With ``K`` = ``config.stages`` aggregations, ProGAP trains
+``K + 1`` stages one after the other on the cached inputs :math:`\mathbf{X}_0` (the node features)
+and :math:`\mathbf{X}_1, \dots, \mathbf{X}_K` (the noisy aggregations):
 
-* **stage 0** trains an MLP on the (row-normalised) node features; its last hidden layer gives
-  :math:`\mathbf{H}_0`;
-* after stage :math:`k < K`, the rows of :math:`\mathbf{H}_k` are put on the unit sphere and
-  aggregated **once** with Gaussian noise, :math:`\tilde{\mathbf{A}}_k = \mathrm{normalize}(
-  \mathbf{A}\,\mathrm{normalize}(\mathbf{H}_k) + \mathbf{Z}_k)`
-  (:class:`~pyg_private.nn.progap_aggregation.ProGAPAggregation`, GAP's aggregation
-  perturbation with one hop); the release is cached and the stage's model is frozen;
-* **stage** :math:`k \ge 1` trains a new MLP (base, then head) on the concatenation
-  :math:`[\mathrm{normalize}(\mathbf{H}_0) \,\|\, \tilde{\mathbf{A}}_0 \,\|\, \cdots \,\|\,
-  \tilde{\mathbf{A}}_{k-1}]` (ProGAP's jumping-knowledge combination of the cached releases);
-  its base's output is :math:`\mathbf{H}_k`.
+* stage :math:`k` has one **base** MLP per input, :math:`B_j` on :math:`\mathbf{X}_j` for
+  :math:`j \le k` (bases :math:`B_0, \dots, B_{k-1}` are those of the earlier stages), and its own
+  **head**: :math:`\hat{\mathbf{Y}}_k = \mathrm{head}_k\big(\mathrm{normalize}\big([B_0(\mathbf{X}_0)
+  \,\|\, \cdots \,\|\, B_k(\mathbf{X}_k)]\big)\big)` (``combine="cat"``: the jumping-knowledge
+  concatenation with unit rows before the head);
+* after stage :math:`k < K` the newest base's output :math:`\mathbf{H}_k = B_k(\mathbf{X}_k)` is
+  put on the unit sphere row by row and aggregated **once** with Gaussian noise,
+  :math:`\mathbf{X}_{k+1} = \mathbf{A}\,\mathrm{normalize}(\mathbf{H}_k) + \mathbf{Z}_k`
+  (:class:`~pyg_private.nn.progap_aggregation.ProGAPAggregation`: sum over the neighbours, no
+  self-loop, not renormalised after the noise unless ``renormalize=True``); the release is cached;
+* with ``layerwise=False`` the earlier bases keep training in the later stages (only the earlier
+  heads are finished); ``layerwise=True`` freezes them. The embedding each aggregation released is
+  kept as it was (a copy of the stage's model at its end), so the later stages and
+  :meth:`ProGAPModel.logits` see exactly the inputs that were released.
 
-The prediction is the head of one stage: the one with the best **validation** accuracy
-(``select_stage=True``, so the edge-free stage 0 is always a candidate and the result is never
-below the MLP inside the pipeline on validation), or the last stage.
+Every MLP layer is Linear, SELU, BatchNorm, dropout (``batch_norm``; the bases' last layers too);
+each stage restores its epoch of best validation accuracy (``checkpoint``, edge level). The
+prediction is the head of one stage: the one with the best **validation** accuracy
+(``select_stage=True``, so the edge-free stage 0 is always a candidate; the authors predict with
+the last stage and tune the depth on validation), or the last stage. ``combine="inputs"`` is the
+earlier variant of this package: one new base per stage over
+:math:`[\mathrm{normalize}(\mathbf{H}_0) \,\|\, \mathbf{X}_1 \,\|\, \cdots \,\|\, \mathbf{X}_k]`,
+no row normalisation before the head, its output the stage's embedding.
 
 **Accounting.** Each aggregation is one Gaussian mechanism with noise std :math:`\sigma\Delta`,
 :math:`1/\sigma`-GDP, registered (before its noise) as one event; the ``K`` events compose
@@ -27,14 +38,22 @@ exactly (GDP, or RDP next to DP-SGD). One :math:`\sigma` serves every stage and 
 the run spends at most ``(epsilon, delta)`` (:func:`progap_noise_multiplier`). Before the first
 stage the whole plan of events is checked against the accountant's budget on a copy of its
 ledger, so a run that would not fit raises ``PrivacyBudgetExceeded`` before anything is charged.
+Training on the cached releases is post-processing.
 
 * ``level="edge"``: :math:`\Delta = \sqrt2` (one undirected edge changes two rows of the sum by
-  a unit row each; ProGAP's sensitivity 1 counts one direction). Features and labels are public:
-  the stages train with full-batch Adam and cost nothing.
-* ``level="node"``: every stage trains with DP-SGD (Opacus; one example per training node),
-  sharing :math:`\sigma` with the aggregations (GAP's and ProGAP's joint calibration), and
-  :math:`\Delta = \sqrt{D(D+1)}` with the declared ``max_degree`` :math:`D`
-  (:func:`~pyg_private.nn.progap_aggregation.sum_aggregation_node_sensitivity`). By adaptive
+  a unit row each; ProGAP's code uses 1, one direction). Features and labels are public: the
+  stages train with full-batch Adam, keep their best-validation epoch and cost nothing.
+* ``level="node"``: every stage trains with DP-SGD (Opacus; one example per training node) for
+  ``dp_epochs`` epochs, sharing :math:`\sigma` with the aggregations (GAP's and ProGAP's joint
+  calibration), and :math:`\Delta = \sqrt{D(D+1)}` with the declared ``max_degree`` :math:`D`
+  (:func:`~pyg_private.nn.progap_aggregation.sum_aggregation_node_sensitivity`). BatchNorm mixes
+  the examples of a batch and its running statistics would carry other nodes' data into every
+  node's embedding, so at node level ``batch_norm=True`` puts ``GroupNorm(1, C)`` (each row
+  normalised over its own features) in its place. (Opacus' ``ModuleValidator.fix``, which the
+  authors' code applies, makes ``GroupNorm(min(32, C), C)``: with 16 channels, groups of one value,
+  whose output is the bias alone.) Each stage keeps its **last** epoch: choosing the epoch by
+  validation accuracy reads the validation nodes' features and labels, which are private at node
+  level and which no event charges (``checkpoint="best_val"`` is refused there). By adaptive
   composition, given the earlier releases (models and aggregations), node :math:`u`'s row of
   every stage's input and embedding is a function of :math:`u`'s own features only, so removing
   node :math:`v` removes one DP-SGD example and changes each aggregation by the rows of
@@ -52,12 +71,14 @@ ledger, so a run that would not fit raises ``PrivacyBudgetExceeded`` before anyt
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 
-**Defaults** (:class:`ProGAPConfig`) are the settings of the GAP family (Sajadmanesh et al. 2023,
-Sec. 6; ProGAP, Sec. 5): SELU, hidden width 16, one base and one head layer per stage,
-concatenation as the combination, Adam with learning rate 0.01 for 100 epochs per stage, no
-dropout, DP-SGD with batch size 256 and clipping norm 1. The paper tunes the depth per dataset;
-``K = 2`` is our default. On small graphs with weak features (Cora with 10% training nodes) the
-edge-free stage needs regularisation (weight decay 5e-3, 200 epochs): tune on validation.
+**Defaults** (:class:`ProGAPConfig`) are those of the authors' code (github.com/sisaman/ProGAP,
+``core/methods/progap/base.py`` and ``experiments.py``; paper Sec. 5): SELU, hidden width 16, one
+base and one head layer, BatchNorm, ``combine="cat"`` with row normalisation before the head,
+progressive (not layer-wise) training, no renormalisation after the noise, raw input features,
+Adam with learning rate 0.01 for 100 epochs per stage, best-validation epoch (edge level), no
+dropout or weight decay, and at node level DP-SGD for 10 epochs per stage (their grid {5, 10})
+with batch size 256 and clipping norm 1. Their grid is learning rate {0.01, 0.05} x base layers
+{1, 2} x depth ``K`` in 1..5; ``K = 2`` is the default here.
 """
 from __future__ import annotations
 
@@ -70,7 +91,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
-from torch_geometric.nn import MLP
 
 from ..accounting import (PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise, gdp_event,
                           subsampled_gaussian_event)
@@ -86,19 +106,32 @@ __all__ = ["ProGAPConfig", "ProGAPResult", "ProGAPModel", "progap_noise_multipli
 
 @dataclass(frozen=True)
 class ProGAPConfig:
-    r"""One ProGAP configuration.
+    r"""One ProGAP configuration; the defaults are those of the authors' code (see the module notes).
 
     Args:
         stages: :math:`K`, the number of perturbed aggregations (``K + 1`` trained stages), ``>= 1``.
         hidden: the width of every hidden layer and embedding :math:`\mathbf{H}_k`.
-        base_layers, head_layers: layers of each stage's base MLP (input -> embedding, SELU after
-            each) and head MLP (embedding -> classes).
-        epochs, lr, weight_decay, dropout: each stage's Adam epochs, learning rate, weight decay
-            (full-batch training only; DP-SGD uses none) and the dropout of the hidden layers.
-        feature_norm: the input rows, ``"l2"`` (unit length), ``"l1"`` (PyG's ``NormalizeFeatures``)
-            or ``None`` (as given). A function of each node's own row: free at both levels.
+        base_layers, head_layers: layers of each base MLP (input -> embedding; SELU, then the
+            normalisation and dropout, after every layer) and of each head MLP (-> classes; plain
+            last layer).
+        epochs, lr, weight_decay, dropout: each stage's full-batch Adam epochs, the learning rate
+            (DP-SGD's too), the weight decay (full-batch training only) and the dropout.
+        feature_norm: the input rows, ``None`` (as given, the authors'), ``"l2"`` (unit length) or
+            ``"l1"`` (PyG's ``NormalizeFeatures``). A function of each node's own row: free.
         batch_size, max_grad_norm: DP-SGD's (node level only).
         select_stage: predict with the stage of best validation accuracy (``False``: the last).
+        batch_norm: BatchNorm after every activation (node level: ``GroupNorm(1, C)``, see the
+            module notes); ``False``: no normalisation layer.
+        combine: ``"cat"``, one base per input, their outputs concatenated and row-normalised before
+            the head, the newest base's output aggregated (the authors'); ``"inputs"``, one new base
+            per stage over the concatenated inputs, its output aggregated (this package's earlier
+            variant; ``layerwise`` has no effect there).
+        layerwise: freeze the earlier stages' bases (``False``: they keep training, the authors').
+        renormalize: renormalise the rows of each noisy aggregation (GAP's; post-processing).
+        checkpoint: ``"best_val"`` restores each stage's epoch of best validation accuracy,
+            ``"last"`` keeps the last; ``None`` (default) is ``"best_val"`` at edge level and
+            ``"last"`` at node level, where ``"best_val"`` is refused (it reads private data).
+        dp_epochs: the epochs of each stage's DP-SGD at node level (the authors' grid: 5, 10).
     """
 
     stages: int = 2
@@ -109,13 +142,19 @@ class ProGAPConfig:
     lr: float = 1e-2
     weight_decay: float = 0.0
     dropout: float = 0.0
-    feature_norm: Optional[Literal["l2", "l1"]] = "l2"
+    feature_norm: Optional[Literal["l2", "l1"]] = None
     batch_size: int = 256
     max_grad_norm: float = 1.0
     select_stage: bool = True
+    batch_norm: bool = True
+    combine: Literal["cat", "inputs"] = "cat"
+    layerwise: bool = False
+    renormalize: bool = False
+    checkpoint: Optional[Literal["best_val", "last"]] = None
+    dp_epochs: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("stages", "hidden", "base_layers", "head_layers", "epochs", "batch_size"):
+        for name in ("stages", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
             check_positive_int(getattr(self, name), name)
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"`lr` must be a positive number; got {self.lr!r}")
@@ -127,6 +166,13 @@ class ProGAPConfig:
             raise ValueError(f"`max_grad_norm` must be > 0; got {self.max_grad_norm!r}")
         if self.feature_norm not in ("l2", "l1", None):
             raise ValueError(f"`feature_norm` must be 'l2', 'l1' or None; got {self.feature_norm!r}")
+        if self.combine not in ("cat", "inputs"):
+            raise ValueError(f"`combine` must be 'cat' or 'inputs'; got {self.combine!r}")
+        if self.checkpoint not in ("best_val", "last", None):
+            raise ValueError(f"`checkpoint` must be 'best_val', 'last' or None; got {self.checkpoint!r}")
+        for name in ("batch_norm", "layerwise", "renormalize", "select_stage"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"`{name}` must be a bool; got {getattr(self, name)!r}")
 
 
 @dataclass
@@ -147,26 +193,107 @@ class ProGAPResult:
     model: Optional["ProGAPModel"] = field(default=None, repr=False)
 
 
-class _Stage(nn.Module):
-    """One stage: a base MLP (input -> embedding) and a head MLP (embedding -> classes)."""
+def _mlp(dims: Sequence[int], *, plain_last: bool, norm: Optional[str], dropout: float) -> nn.Sequential:
+    """Linear layers, each but a plain last one followed by SELU, the normalisation and dropout
+    (the layer order of the authors' ``core/nn/mlp.py``)."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        layers.append(nn.Linear(a, b))
+        if plain_last and i == len(dims) - 2:
+            break
+        layers.append(nn.SELU())
+        if norm == "batch":
+            layers.append(nn.BatchNorm1d(b))
+        elif norm == "group":
+            layers.append(nn.GroupNorm(1, b))  # per example: DP-SGD's per-example gradients allow it
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+    return nn.Sequential(*layers)
 
-    def __init__(self, in_channels: int, config: ProGAPConfig, num_classes: int) -> None:
+
+class _Stage(nn.Module):
+    """Stage ``k``'s predictor: base ``j`` on input block ``j`` (the blocks of ``widths``), the
+    outputs concatenated (row-normalised with ``combine="cat"``), then the head. The first
+    ``frozen`` bases are fixed: no gradient and evaluation mode (layer-wise training)."""
+
+    def __init__(self, widths: Sequence[int], config: ProGAPConfig, num_classes: int, norm: Optional[str],
+                 frozen: int = 0) -> None:
         super().__init__()
         h, p = config.hidden, float(config.dropout)
-        self.base = MLP([in_channels] + [h] * config.base_layers, act="selu", norm=None, dropout=p, plain_last=False)
-        self.head = MLP([h] * config.head_layers + [num_classes], act="selu", norm=None, dropout=p)
+        self.widths = tuple(int(w) for w in widths)
+        self.bases = nn.ModuleList(_mlp([w] + [h] * config.base_layers, plain_last=False, norm=norm, dropout=p)
+                                   for w in self.widths)
+        self.head = _mlp([h * len(self.widths)] + [h] * (config.head_layers - 1) + [num_classes], plain_last=True,
+                         norm=norm, dropout=p)
+        self.normalize = config.combine == "cat"
+        self.frozen = int(frozen)
+        for base in self.bases[:self.frozen]:
+            base.requires_grad_(False)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.head(self.base(x))
+    def train(self, mode: bool = True) -> "_Stage":
+        super().train(mode)
+        for base in self.bases[:self.frozen]:
+            base.eval()
+        return self
+
+    def forward(self, z: Tensor) -> Tensor:
+        blocks = z.split(self.widths, dim=-1)
+        h = torch.cat([base(b) for base, b in zip(self.bases, blocks)], dim=-1)
+        return self.head(F.normalize(h, p=2.0, dim=-1) if self.normalize else h)
+
+    @torch.no_grad()
+    def embed(self, z: Tensor) -> Tensor:
+        """The embedding the next aggregation releases: the newest base on the newest block."""
+        self.eval()
+        return self.bases[-1](z[:, -self.widths[-1]:])
+
+
+def _norm(config: ProGAPConfig, level: str) -> Optional[str]:
+    if not config.batch_norm:
+        return None
+    return "group" if level == "node" else "batch"
+
+
+def _new_stage(config: ProGAPConfig, k: int, feats: Sequence[Tensor], num_classes: int, level: str,
+               previous: Optional[_Stage]) -> _Stage:
+    """Stage ``k``, its earlier bases starting from the previous stage's (``combine="cat"``)."""
+    if config.combine == "inputs":
+        width = feats[0].size(1) if k == 0 else config.hidden + sum(f.size(1) for f in feats[1:k + 1])
+        return _Stage([width], config, num_classes, _norm(config, level))
+    stage = _Stage([f.size(1) for f in feats[:k + 1]], config, num_classes, _norm(config, level),
+                   frozen=k if config.layerwise else 0)
+    for j in range(k):
+        stage.bases[j].load_state_dict(previous.bases[j].state_dict())
+    return stage
+
+
+def _stage_input(config: ProGAPConfig, feats: Sequence[Tensor], h0: Optional[Tensor], k: int) -> Tensor:
+    """Stage ``k``'s input: its blocks side by side."""
+    if config.combine == "inputs" and k > 0:
+        return torch.cat([h0] + list(feats[1:k + 1]), dim=-1)
+    return torch.cat(list(feats[:k + 1]), dim=-1) if k > 0 else feats[0]
+
+
+def _release(config: ProGAPConfig, stage: _Stage, layer: ProGAPAggregation, feats: list[Tensor],
+             h0: Optional[Tensor], k: int, edge_index: Tensor) -> Optional[Tensor]:
+    """Aggregate stage ``k``'s embedding through ``layer`` (one charged release, or its cache) and
+    append it to ``feats``; returns the unit-row embedding of stage 0 (``combine="inputs"``)."""
+    z = stage.embed(_stage_input(config, feats, h0, k))
+    out = layer(z, edge_index).float()
+    width = out.size(1) // 2
+    feats.append(out[:, width:])
+    return out[:, :width] if h0 is None else h0
 
 
 @dataclass
 class ProGAPModel:
     """The trained stages and their aggregation layers, for inference on a graph of the user's choice.
 
-    :meth:`logits` re-runs the pipeline. Each aggregation layer caches its release: the training
-    graph and inputs again cost nothing; any other graph is a **new release** of every stage,
-    charged to the run's accountant under the same noise multiplier.
+    ``stages[k]`` is stage ``k``'s model as it was at the end of its training (its bases
+    included), so its embedding is the one its aggregation released. :meth:`logits` re-runs the
+    pipeline. Each aggregation layer caches its release: the training graph and inputs again cost
+    nothing; any other graph is a **new release** of every stage, charged to the run's accountant
+    under the same noise multiplier.
     """
 
     config: ProGAPConfig
@@ -181,10 +308,11 @@ class ProGAPModel:
         stage = self.stage if stage is None else int(stage)
         if not 0 <= stage < len(self.stages):
             raise ValueError(f"`stage` must lie in [0, {len(self.stages) - 1}]; got {stage!r}")
-        inputs = _stage_inputs(self.config, self.stages, self.layers, _normalise_features(x, self.config),
-                               edge_index, upto=stage)
+        feats, h0 = [_normalise_features(x, self.config)], None
+        for k in range(stage):
+            h0 = _release(self.config, self.stages[k], self.layers[k], feats, h0, k, edge_index)
         model = self.stages[stage].eval()
-        return model(inputs[stage])
+        return model(_stage_input(self.config, feats, h0, stage))
 
 
 def _normalise_features(x: Tensor, config: ProGAPConfig) -> Tensor:
@@ -196,31 +324,10 @@ def _normalise_features(x: Tensor, config: ProGAPConfig) -> Tensor:
     return x
 
 
-@torch.no_grad()
-def _embed(stage: nn.Module, z: Tensor) -> Tensor:
-    stage.eval()
-    return stage.base(z)
-
-
-def _stage_inputs(config: ProGAPConfig, stages: Sequence[nn.Module], layers: Sequence[ProGAPAggregation],
-                  x: Tensor, edge_index: Tensor, upto: int) -> list[Tensor]:
-    """The inputs of stages ``0..upto`` through the (cached) aggregation layers."""
-    inputs, released = [x], []
-    h0 = None
-    for k in range(upto):
-        out = layers[k](_embed(stages[k], inputs[k]), edge_index).float()
-        width = out.size(1) // 2
-        if h0 is None:
-            h0 = out[:, :width]
-        released.append(out[:, width:])
-        inputs.append(torch.cat([h0] + released, dim=-1))
-    return inputs
-
-
 def _dp_sgd_plan(num_train: int, config: ProGAPConfig) -> tuple[float, int]:
     """Poisson rate and steps of one DP-SGD fit exactly as :func:`fit_dp_sgd` runs it."""
     per_epoch = math.ceil(num_train / min(config.batch_size, num_train))
-    return 1.0 / per_epoch, config.epochs * per_epoch
+    return 1.0 / per_epoch, config.dp_epochs * per_epoch
 
 
 def _planned_events(sigma: float, *, config: ProGAPConfig, level: str, num_train: int) -> list[PrivacyEvent]:
@@ -285,7 +392,8 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     is otherwise read off the labels. ``sampler`` is the aggregations' (``"safe"`` or ``"float"``).
 
     Raises:
-        ValueError: a bad argument or a graph outside the declared bounds, before any charge.
+        ValueError: a bad argument (``config.checkpoint="best_val"`` at node level) or a graph
+            outside the declared bounds, before any charge.
         PrivacyBudgetExceeded: the run would exceed the accountant's budget, before any charge.
     """
     if not isinstance(config, ProGAPConfig):
@@ -303,6 +411,9 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
         max_degree = check_positive_int(max_degree, "max_degree")
     elif max_degree is not None or num_nodes is not None:
         raise ValueError("`max_degree` and `num_nodes` are node-level bounds; edge level declares none")
+    if level == "node" and config.checkpoint == "best_val":
+        raise ValueError("`checkpoint='best_val'` reads the validation nodes' features and labels, private at node "
+                         "level and charged by no event: use 'last' (or None) at node level")
     if accountant is not None and not isinstance(accountant, PrivacyAccountant):
         raise TypeError(f"`accountant` must be a PrivacyAccountant; got {type(accountant).__name__}")
     x, y = data.x, data.y
@@ -341,35 +452,34 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
         torch.manual_seed(seed)
         gen = torch.Generator().manual_seed(seed)
 
+    best_val = config.checkpoint == "best_val" or (config.checkpoint is None and level == "edge")
+
     def fit(model: nn.Module, features: Tensor, k: int) -> nn.Module:
         if node_private:
             return fit_dp_sgd(model, features, y, train, noise_multiplier=sigma, accountant=acct,
-                              epochs=config.epochs, lr=config.lr, batch_size=config.batch_size,
+                              epochs=config.dp_epochs, lr=config.lr, batch_size=config.batch_size,
                               max_grad_norm=config.max_grad_norm, name=f"progap_stage_{k}", generator=gen,
                               num_examples=num_train)
         return fit_full_batch(model, features, y, train, epochs=config.epochs, lr=config.lr,
-                              weight_decay=config.weight_decay)
+                              weight_decay=config.weight_decay, val_mask=val if best_val else None)
 
     bounds = {"max_degree": max_degree, "num_nodes": num_nodes} if level == "node" else {}
     noise = {"noise_multiplier": sigma}
-    stages: list[nn.Module] = []
+    stages: list[_Stage] = []
     layers: list[ProGAPAggregation] = []
-    inputs = [_normalise_features(x, config)]
-    h0, released = None, []
+    feats, h0 = [_normalise_features(x, config)], None
+    inputs = []
     for k in range(config.stages + 1):
-        stage = _Stage(inputs[k].size(1), config, num_classes)
-        stages.append(fit(stage, inputs[k], k))
+        stage = _new_stage(config, k, feats, num_classes, level, stages[-1] if stages else None)
+        inputs.append(_stage_input(config, feats, h0, k))
+        stages.append(fit(stage, inputs[k], k).eval())
         if k == config.stages:
             break
         layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True, generator=gen,
-                                  name=f"progap_aggregation_{k}", sampler=sampler, **bounds, **noise)
+                                  name=f"progap_aggregation_{k}", sampler=sampler, normalize_output=config.renormalize,
+                                  **bounds, **noise)
         layers.append(layer)
-        out = layer(_embed(stages[k], inputs[k]), ei).float()  # one release, charged before its noise
-        width = out.size(1) // 2
-        if h0 is None:
-            h0 = out[:, :width]
-        released.append(out[:, width:])
-        inputs.append(torch.cat([h0] + released, dim=-1))
+        h0 = _release(config, stages[k], layer, feats, h0, k, ei)  # one release, charged before its noise
 
     vals = tuple(accuracy(s, z, y, val) for s, z in zip(stages, inputs))
     tests = tuple(accuracy(s, z, y, test) for s, z in zip(stages, inputs))

@@ -174,7 +174,7 @@ class PersistentRelease:
         "{name} cannot be compiled by TorchScript (torch.jit.script): a TorchScript module runs without "
         "Python, but every release must first register its privacy event with the Python accountant "
         "(PrivacyAccountant, which enforces the budget before any noise is drawn) and draws its noise from "
-        "exact integer samplers in Python (256-bit alias tables, the OS CSPRNG in secure mode); "
+        "exact integer samplers in Python (256-bit alias tables, ChaCha20 keyed from the OS); "
         "the graph argument is also a union of edge_index, SparseTensor and torch.sparse. Marking those "
         "calls torch.jit.ignore would leave a module that cannot be saved without Python, i.e. nothing "
         "gained. Use torch.compile (supported: the release runs eagerly and is charged once per new "

@@ -193,7 +193,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         symmetrize (bool): symmetrise a directed ``edge_index`` instead of raising.
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
         sampler (str): ``"safe"`` or ``"float"`` (see above). (default: ``"safe"``)
-        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+        secure_mode (bool, optional): every random bit from a CSPRNG keyed from the OS (``None``: the
             process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`).
         grid_tolerance (float): bound on the grid's sensitivity inflation, relative to
             :math:`\Delta`. (default: :math:`2^{-16}`)

@@ -207,7 +207,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         generator (torch.Generator, optional): reproducibility only; voids the guarantee.
         sampler (str): ``"safe"`` (grid-valued, exact integer noise) or ``"float"`` (see above).
             (default: ``"safe"``)
-        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+        secure_mode (bool, optional): every random bit from a CSPRNG keyed from the OS (``None``: the
             process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`); refuses a
             seeded ``generator``.
         granularity (float, optional): the grid (a power of two, no coarser than

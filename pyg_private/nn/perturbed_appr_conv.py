@@ -131,7 +131,7 @@ class PerturbedAPPRConv(SparsePropagation):
         symmetrize (bool): symmetrise a directed ``edge_index`` (adding reverse edges, dropping
             self-loops and duplicates) instead of raising. (default: :obj:`False`)
         sampler (str): ``"safe"`` or ``"float"`` (see above). (default: ``"safe"``)
-        secure_mode (bool, optional): every random bit from the OS CSPRNG (``None``: the
+        secure_mode (bool, optional): every random bit from a CSPRNG keyed from the OS (``None``: the
             process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`).
         granularity (float, optional): the head's output grid (a power of two); chosen from public
             quantities when ``None``. After a safe fit, ``layer.granularity`` holds the grid used.

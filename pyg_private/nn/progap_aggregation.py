@@ -12,8 +12,10 @@ from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event
 from ..accounting.validation import check_positive_int
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..utils.adjacency import _csr as csr_matrix
 from ..utils.adjacency import validated_csr
 from ..utils.degree_bounds import check_declared_bounds
+from . import gap_aggregation as _gap
 from ._call_checks import reject_grad_input
 from .gap_aggregation import EDGE_SENSITIVITY, GAPAggregation
 
@@ -46,11 +48,14 @@ class ProGAPAggregation(GAPAggregation):
     al., USENIX Security 2023) run once per stage:
 
     .. math::
-        \tilde{\mathbf{A}} = \mathrm{normalize}\big(\mathbf{A}\,\mathrm{normalize}(\mathbf{H})
-        + \mathbf{Z}\big), \qquad \mathbf{Z} \sim \mathcal{N}(0, (\sigma\Delta)^2 \mathbf{I}),
+        \tilde{\mathbf{A}} = \mathbf{A}\,\mathrm{normalize}(\mathbf{H}) + \mathbf{Z}, \qquad
+        \mathbf{Z} \sim \mathcal{N}(0, (\sigma\Delta)^2 \mathbf{I}),
 
-    sum aggregation over the neighbours (no self-loop), rows normalised to unit length before and
-    after. The output is :math:`[\mathrm{normalize}(\mathbf{H}) \,\|\, \tilde{\mathbf{A}}]`
+    sum aggregation over the neighbours (no self-loop, no degree normalisation) of the rows of
+    :math:`\mathbf{H}` put on the unit sphere, as the authors' code (``core/nn/nap.py`` of
+    github.com/sisaman/ProGAP): the noisy sum is released as it is. ``normalize_output=True``
+    renormalises its rows to unit length after the noise (GAP's aggregation; post-processing, no
+    privacy effect). The output is :math:`[\mathrm{normalize}(\mathbf{H}) \,\|\, \tilde{\mathbf{A}}]`
     (:class:`GAPAggregation` with ``K=1``). One forward is one Gaussian mechanism, a
     :math:`\mu = 1/\sigma`-GDP event on unit ``level``, registered before any noise is drawn.
 
@@ -76,6 +81,8 @@ class ProGAPAggregation(GAPAggregation):
 
     Args:
         level (str): ``"edge"`` or ``"node"``. (default: ``"edge"``)
+        normalize_output (bool): renormalise the rows of the noisy sum (GAP's); ``False`` releases
+            the noisy sum as ProGAP's code does. (default: :obj:`False`)
         max_degree (int, optional): public bound on every degree (node level).
         num_nodes (int, optional): the universe's size (node level; default: ``x.size(0)``).
         noise_multiplier, epsilon, delta, accountant, cached, symmetrize, generator, name, sampler,
@@ -91,7 +98,7 @@ class ProGAPAggregation(GAPAggregation):
                  delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = True,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "progap_aggregation", sampler: str = "safe", secure_mode: Optional[bool] = None,
-                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE) -> None:
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE, normalize_output: bool = False) -> None:
         if level not in ("edge", "node"):
             raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
         if level == "node":
@@ -113,6 +120,7 @@ class ProGAPAggregation(GAPAggregation):
         self.max_degree = None if max_degree is None else int(max_degree)
         self.num_nodes = None if num_nodes is None else int(num_nodes)
         self.sensitivity = sensitivity
+        self.normalize_output = bool(normalize_output)
 
     @property
     def _release_unit(self) -> str:
@@ -128,7 +136,8 @@ class ProGAPAggregation(GAPAggregation):
 
     @torch.compiler.disable  # the release runs eagerly, as GAPAggregation's
     def forward(self, x: Tensor, edge_index: Any) -> Tensor:
-        """Return ``[normalize(x) || normalize(A normalize(x) + Z)]``, ``[N, 2F]`` (detached, input dtype)."""
+        """Return ``[normalize(x) || A normalize(x) + Z]``, ``[N, 2F]`` (detached, input dtype; the second
+        block renormalised with ``normalize_output``)."""
         if self.level == "edge":
             return super().forward(x, edge_index)
         if not isinstance(x, Tensor) or x.dim() != 2:
@@ -159,10 +168,29 @@ class ProGAPAggregation(GAPAggregation):
 
     def _release_settings(self) -> dict[str, Any]:
         return {**super()._release_settings(), "level": self.level, "max_degree": self.max_degree,
-                "num_nodes": self.num_nodes}
+                "num_nodes": self.num_nodes, "normalize_output": self.normalize_output}
+
+    @torch.no_grad()
+    def _hops(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
+              source: Optional[RandomSource] = None) -> Tensor:
+        """``[normalize(x) || A normalize(x) + Z]``, the second block renormalised only with
+        ``normalize_output`` (GAPAggregation's one hop otherwise)."""
+        if self.normalize_output:
+            return super()._hops(graph, x, grid, source)
+        crow, col = graph
+        adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
+        own = F.normalize(x, dim=-1)  # unit rows: the sensitivity's premise
+        h = self.propagate(adj, x=own)
+        if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise (GAP's sampler)
+            h = _gap.add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
+        elif self.noise_multiplier > 0:
+            std = self.noise_multiplier * self.sensitivity
+            h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
+        return torch.cat([own, h], dim=-1)
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         bound = "" if self.level == "edge" else f", max_degree={self.max_degree}"
+        renorm = ", normalize_output=True" if self.normalize_output else ""
         return (f"{self.__class__.__name__}(level={self.level!r}{bound}, noise_multiplier={self.noise_multiplier:.6g}"
-                f"{target}, sampler={self.sampler!r}, cached={self.cached})")
+                f"{target}, sampler={self.sampler!r}, cached={self.cached}{renorm})")

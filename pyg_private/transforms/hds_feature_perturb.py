@@ -158,8 +158,8 @@ class HDSFeaturePerturb(LocalFeatureRelease):
         name (str, optional): the event name. (default: :obj:`"hds-square-wave"`)
         sampler (str, optional): ``"safe"`` (exact grid law) or ``"float"`` (the floating-point
             sampler, open to floating-point attacks). (default: :obj:`"safe"`)
-        secure_mode (bool, optional): draw every random bit from the OS CSPRNG (safe sampler
-            only; cannot be combined with a seeded ``generator``). (default: :obj:`None`, the
+        secure_mode (bool, optional): draw every random bit from a CSPRNG keyed from the OS (safe
+            sampler only; cannot be combined with a seeded ``generator``). (default: :obj:`None`, the
             process-wide setting)
 
     Shapes:
