@@ -30,11 +30,10 @@ Cases (each its own timed call):
     delta=1/|E|, personalized=True, cached=False, grid_tolerance=2**-14)`` for 100 seeds (at
     2.45M nodes the default grid_tolerance 2^-16 needs a grid of 2^-61 that cannot hold the values
     within 2^60 steps: the layer raises before any charge; 2^-14 raises the noise scale by at most a
-    factor 1 + 2^-14), in column blocks of
-    ``--ppr-block`` seeds, one forward (one release) per block: the layer keeps several dense
-    N x C float64/int64 buffers (six in the version measured for issue 17: 11.8 GB for C = 100 at
-    full size) and converts and validates the graph again in every forward. ``--ppr-max-blocks``
-    runs only the first blocks and extrapolates the 100-seed time (printed as such). With ``--quick``
+    factor 1 + 2^-14), one release (one charge) diffused in column blocks of ``--ppr-block`` seeds
+    (the layer's ``column_block``: about six dense N x block float64/int64 buffers, 2.9 GB for 25
+    columns at full size, and the float32 output). ``--ppr-max-blocks`` runs only the first blocks'
+    seeds and extrapolates the 100-seed time (printed as such). With ``--quick``
     the diffusion runs 10 steps (``--ppr-iterations``), so that the smoke run stays under 2 minutes.
 
 Every case prints its wall time, its time over APPNP's (from this run, or from the last APPNP
@@ -389,7 +388,7 @@ def run_case(name: str, adj: Tensor, x: Tensor, args, n: int, m: int) -> dict:
     elif name == "ppr":
         layer = NoisyPPRDiffusion(alpha=0.2, num_iterations=args.ppr_iterations, eta=1e-7, epsilon=0.1,
                                   delta=1.0 / m, personalized=True, cached=False,
-                                  grid_tolerance=args.ppr_grid_tolerance)
+                                  grid_tolerance=args.ppr_grid_tolerance, column_block=args.ppr_block)
         seeds = torch.randperm(n, generator=torch.Generator().manual_seed(123))[: args.seeds]
         blocks = list(torch.split(seeds, args.ppr_block))
         run = blocks if args.ppr_max_blocks is None else blocks[: args.ppr_max_blocks]
@@ -398,17 +397,11 @@ def run_case(name: str, adj: Tensor, x: Tensor, args, n: int, m: int) -> dict:
         block_times: list = []
 
         def call():
-            out = torch.empty(n, len(seeds), dtype=torch.float32)  # the streamed result, stored in float32
-            at = 0
-            for b, block in enumerate(run):
-                t0 = time.perf_counter()
-                part = layer(edge_index=adj, seed_index=block, num_nodes=n)
-                out[:, at:at + part.size(1)] = part
-                at += part.size(1)
-                del part
-                block_times.append(time.perf_counter() - t0)
-                print(f"    ppr block {b + 1}/{len(blocks)} ({block.numel()} seeds): {block_times[-1]:.1f} s",
-                      flush=True)
+            # one release (one charge) of the seeds run, diffused --ppr-block columns at a time and
+            # written in float32 into one output
+            t0 = time.perf_counter()
+            out = layer(edge_index=adj, seed_index=torch.cat(run), num_nodes=n)
+            block_times.append(time.perf_counter() - t0)
             return out
         extra["block_times"] = block_times
     else:
@@ -569,7 +562,7 @@ def main() -> None:
                     help="do not check the generated graph (simple, undirected, sorted rows)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=100, help="PPR seeds (columns)")
-    ap.add_argument("--ppr-block", type=int, default=25, help="PPR seeds per forward (column block)")
+    ap.add_argument("--ppr-block", type=int, default=25, help="the release's column_block: PPR seeds diffused at a time")
     ap.add_argument("--ppr-iterations", type=int, default=None,
                     help="PPR steps K (default: 100, the paper's; 10 with --quick)")
     ap.add_argument("--ppr-max-blocks", type=int, default=None,

@@ -25,8 +25,8 @@ from .graph_validation import adjacency_to_edge_index, simple_undirected
 __all__ = ["seed_matrix", "lazy_ppr"]
 
 
-def seed_matrix(seed_index: Any, num_nodes: int, *, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
-    """One-hot seed columns ``[N, C]`` (float64) and the validated ``seed_index`` (long ``[C]``)."""
+def check_seed_index(seed_index: Any, num_nodes: int, *, device: torch.device | str = "cpu") -> Tensor:
+    """The validated ``seed_index`` (long ``[C]``, every id in ``[0, num_nodes)``)."""
     seeds = torch.as_tensor(seed_index, device=device)
     if seeds.numel() == 0:
         raise ValueError("`seed_index` is empty")
@@ -36,6 +36,12 @@ def seed_matrix(seed_index: Any, num_nodes: int, *, device: torch.device | str =
     if int(seeds.min()) < 0 or int(seeds.max()) >= num_nodes:
         raise ValueError(f"`seed_index` must lie in [0, {num_nodes}); got range "
                          f"[{int(seeds.min())}, {int(seeds.max())}]")
+    return seeds
+
+
+def seed_matrix(seed_index: Any, num_nodes: int, *, device: torch.device | str = "cpu") -> tuple[Tensor, Tensor]:
+    """One-hot seed columns ``[N, C]`` (float64) and the validated ``seed_index`` (long ``[C]``)."""
+    seeds = check_seed_index(seed_index, num_nodes, device=device)
     s = torch.zeros(num_nodes, seeds.numel(), dtype=torch.float64, device=device)
     s[seeds, torch.arange(seeds.numel(), device=device)] = 1.0
     return s, seeds
