@@ -36,6 +36,10 @@ class RowPartitionedRelease(torch.nn.Module):
     protocol above; subclasses add their checks and hops."""
 
     _layer_type: type = torch.nn.Module
+    #: How a disagreement on :meth:`_settings` is named and what the error advises.
+    _settings_what = "the privacy settings of the layer"
+    _settings_hint = ("build the same layer on every process (the noise of each process's rows is calibrated from "
+                      "them)")
 
     def __init__(self, layer: torch.nn.Module, *, group: Any = None) -> None:
         super().__init__()
@@ -74,27 +78,48 @@ class RowPartitionedRelease(torch.nn.Module):
             raise ValueError(f"the graph is empty (`num_nodes`={num_nodes}): a release needs at least one node")
         n = int(num_nodes)
         start, end = check_row_range(row_range, n, x.size(0))
+        self._check_accountant_placement(info)
+        return n, (start, end)
+
+    def _check_accountant_placement(self, info: GroupInfo) -> None:
+        """Raise unless the layer's accountant (if any) is on the group's rank 0."""
         if info.rank != 0 and getattr(self.layer, "accountant", None) is not None:
             raise ValueError("the layer carries an accountant on a process other than the group's rank 0: the "
                              "release is charged once, on rank 0, and an accountant elsewhere would record nothing "
                              "and misstate the spend. Build the layer with `accountant=acct if rank == 0 else None`")
-        return n, (start, end)
 
     def _public_inputs(self, info: GroupInfo, error: Optional[BaseException], row_range: Optional[tuple[int, int]],
                        num_nodes: Optional[int], x: Any) -> Layout:
         """Gather the public inputs and settings of every process and check them alike everywhere."""
+        return self._gather_public(info, error, row_range, num_nodes, x)[0]
+
+    def _gather_public(self, info: GroupInfo, error: Optional[BaseException], row_range: Optional[tuple[int, int]],
+                       num_nodes: Optional[int], x: Any, *, agreed: Optional[dict[str, tuple[Any, str]]] = None,
+                       local: Optional[dict[str, Any]] = None) -> tuple[Layout, list[dict[str, Any]]]:
+        """:meth:`_public_inputs` with more public values: ``agreed`` maps a key to ``(value, what)``,
+        a JSON-ready value every process must pass alike (checked after the node count, before the
+        features; ``what`` names it in the error); ``local`` holds this process's own public values,
+        returned gathered as ``gathered[r]["local"]``. ``x`` may be ``None`` (no feature width or
+        dtype to compare)."""
         ok = error is None
+        has_x = ok and isinstance(x, Tensor)
         payload = {"error": encode_error(error), "range": list(row_range) if ok else None,
-                   "num_nodes": num_nodes if ok else None, "features": int(x.size(1)) if ok else None,
-                   "dtype": str(x.dtype) if ok else None, "settings": self._settings()}
+                   "num_nodes": num_nodes if ok else None, "features": int(x.size(1)) if has_x else None,
+                   "dtype": str(x.dtype) if has_x else None, "settings": self._settings(),
+                   "agreed": {k: v for k, (v, _) in (agreed or {}).items()} if ok else None,
+                   "local": local if ok else None}
         gathered = [json.loads(b) for b in all_gather_bytes(json.dumps(payload, default=repr).encode(), info)]
         raise_agreed([g["error"] for g in gathered], info, error)
-        for key, what in (("num_nodes", "the node count `num_nodes`"), ("features", "the feature width of `x`"),
-                          ("dtype", "the dtype of `x`")):
-            values = [g[key] for g in gathered]
+        checks = [("num_nodes", "the node count `num_nodes`")]
+        checks += [(key, what) for key, (_, what) in (agreed or {}).items()]
+        checks += [("features", "the feature width of `x`"), ("dtype", "the dtype of `x`")]
+        for key, what in checks:
+            values = [g[key] if key in ("num_nodes", "features", "dtype") else g["agreed"].get(key)
+                      for g in gathered]
             if len(set(map(str, values))) > 1:
+                kind = "sizes" if key in ("num_nodes", "features", "dtype") else "inputs"
                 raise ValueError(f"the processes disagree on {what}: {values} (rank 0, 1, ...); every process must "
-                                 "pass the same public sizes")
+                                 f"pass the same public {kind}")
         reference = gathered[0]["settings"]
         for r, g in enumerate(gathered[1:], start=1):
             if g["settings"] != reference:
@@ -102,11 +127,9 @@ class RowPartitionedRelease(torch.nn.Module):
                               if reference.get(k) != g["settings"].get(k))
                 diff = ", ".join(f"{k}: {reference.get(k)!r} on rank 0, {g['settings'].get(k)!r} on rank {r}"
                                  for k in keys)
-                raise ValueError(f"the processes disagree on the privacy settings of the layer ({diff}); build the "
-                                 "same layer on every process (the noise of each process's rows is calibrated from "
-                                 "them)")
+                raise ValueError(f"the processes disagree on {self._settings_what} ({diff}); {self._settings_hint}")
         check_partition([tuple(g["range"]) for g in gathered], gathered[0]["num_nodes"])
-        return Layout([tuple(g["range"]) for g in gathered])
+        return Layout([tuple(g["range"]) for g in gathered]), gathered
 
     # ------------------------------------------------------------------ step 2
     def _graph(self, info: GroupInfo, layout: Layout, adj: Any, row_range: tuple[int, int],

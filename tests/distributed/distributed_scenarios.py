@@ -247,9 +247,11 @@ def worker(rank: int, world: int, store: str, out_dir: str) -> None:
     warnings.simplefilter("ignore")  # the untracked-privacy warning of the reference layers, etc.
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=60))
+    import ppr_scenarios  # imported here: it imports this module's helpers
+
     results = {}
     try:
-        for name, scenario in SCENARIOS.items():
+        for name, scenario in {**SCENARIOS, **ppr_scenarios.SCENARIOS}.items():
             try:
                 results[name] = scenario(rank)
             except Exception as exc:  # noqa: BLE001 - reported by the tests
