@@ -172,11 +172,11 @@ class ProGAPAggregation(GAPAggregation):
 
     @torch.no_grad()
     def _hops(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
-              source: Optional[RandomSource] = None) -> Tensor:
-        """``[normalize(x) || A normalize(x) + Z]``, the second block renormalised only with
-        ``normalize_output`` (GAPAggregation's one hop otherwise)."""
+              source: Optional[RandomSource] = None, out_dtype: torch.dtype = torch.float64) -> Tensor:
+        """``[normalize(x) || A normalize(x) + Z]`` in ``out_dtype``, the second block renormalised only
+        with ``normalize_output`` (then GAPAggregation's one hop)."""
         if self.normalize_output:
-            return super()._hops(graph, x, grid, source)
+            return super()._hops(graph, x, grid, source, out_dtype)
         crow, col = graph
         adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
         own = F.normalize(x, dim=-1)  # unit rows: the sensitivity's premise
@@ -186,7 +186,7 @@ class ProGAPAggregation(GAPAggregation):
         elif self.noise_multiplier > 0:
             std = self.noise_multiplier * self.sensitivity
             h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
-        return torch.cat([own, h], dim=-1)
+        return torch.cat([own, h], dim=-1).to(out_dtype)
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
