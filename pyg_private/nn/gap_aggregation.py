@@ -5,7 +5,6 @@ import math
 from typing import Any, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.typing import Adj
 
@@ -26,6 +25,11 @@ from ._sparse_propagation import SparsePropagation
 __all__ = ["GAPAggregation"]
 
 EDGE_SENSITIVITY = math.sqrt(2.0)  # one undirected edge adds x_v to row u and x_u to row v, unit rows
+
+
+def _normalize_rows_(x: Tensor) -> Tensor:
+    """``F.normalize(x, dim=-1)`` in place (the same values: each row over ``max(||row||, 1e-12)``)."""
+    return x.div_(torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min_(1e-12))
 
 
 class GAPAggregation(PersistentRelease, SparsePropagation):
@@ -163,9 +167,9 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
-        out = self._hops(graph, x.detach().to(torch.float64), grid, source)
+        out = self._hops(graph, x.detach().to(torch.float64, copy=True), grid, source, out_dtype)
         self._keep_release(out, *key, event=event, granularity=self.granularity)
-        return out.to(out_dtype)
+        return out
 
     def plan_grid(self, num_nodes: int, channels: int) -> Optional[tuple[float, float]]:
         """``(granularity, inflated per-hop sensitivity)`` of a safe release on ``num_nodes`` x
@@ -185,19 +189,29 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
 
     @torch.no_grad()
     def _hops(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
-              source: Optional[RandomSource] = None) -> Tensor:
+              source: Optional[RandomSource] = None, out_dtype: torch.dtype = torch.float64) -> Tensor:
+        """All hops, written one by one into one ``[N, (K + 1) F]`` output of ``out_dtype`` (the
+        float64 hop cast, a post-processing). ``x`` is a float64 copy the method may overwrite: each
+        hop is normalised in place, and only the previous hop and the current one are kept in
+        float64 (at 2.45M nodes, 100 channels and K = 2: 3.9 GB of float64 and the 2.9 GB float32
+        output, instead of six float64 copies and a 5.9 GB float64 concatenation)."""
         crow, col = graph  # the validated simple undirected graph's CSR arrays
         adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
         std = self.noise_multiplier * self.sensitivity
-        hops = [F.normalize(x, dim=-1)]
-        for _ in range(self.K):
-            h = self.propagate(adj, x=hops[-1])
+        f = x.size(1)
+        out = torch.empty(x.size(0), (self.K + 1) * f, dtype=out_dtype, device=x.device)
+        prev = _normalize_rows_(x)
+        out[:, :f] = prev
+        for k in range(1, self.K + 1):
+            h = self.propagate(adj, x=prev)
+            del prev
             if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
                 h = add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
             elif std > 0:
-                h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
-            hops.append(F.normalize(h, dim=-1))
-        return torch.cat(hops, dim=-1)
+                h.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator).mul_(std))
+            prev = _normalize_rows_(h)
+            out[:, k * f:(k + 1) * f] = prev
+        return out
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
