@@ -83,6 +83,15 @@ def grids(mode: str) -> dict[str, list[CaribouConfig | ProGAPConfig]]:
             "mlp": [dataclasses.replace(base, method="mlp")],
             "progap": progap_grid(quick=True),
         }
+    if mode == "medium":  # the full grid's settings that its searches selected at epsilon <= 8, and their neighbours
+        return {
+            "caribou": config_grid(dataclasses.replace(base, method="caribou"), K=(1, 2, 3, 5), contraction=(0.9,),
+                                   beta=(0.0, 1.0), encoder_dim=(16, None), use_x0=(True, False)),
+            "gap": config_grid(dataclasses.replace(base, method="gap"), K=(1, 2, 3, 5), encoder_dim=(16, None),
+                               use_x0=(True, False)),
+            "mlp": config_grid(dataclasses.replace(base, method="mlp"), hidden=(64, 256), encoder_dim=(16, 64, None)),
+            "progap": progap_grid(quick=False),
+        }
     ks = (1, 2, 3, 5, 9, 15)
     return {
         "caribou": config_grid(dataclasses.replace(base, method="caribou"), K=ks, contraction=(0.9, 0.99),
@@ -102,6 +111,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, help="default 3 (--quick: 2, --smoke: 1)")
     parser.add_argument("--quick", action="store_true", help="a small grid, 2 epsilons, 2 runs")
     parser.add_argument("--smoke", action="store_true", help="one tiny configuration per method (the tests)")
+    parser.add_argument("--medium", action="store_true",
+                        help="the full epsilons and runs with a third of the CARIBOU grid (K in {1, 2, 3, 5}, C_L 0.9)")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--split", default="random", choices=list(PROTOCOLS),
                         help="random: CARIBOU's 10%% train / rest / 20%% test (default); gap: GAP's loader, "
@@ -111,9 +122,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", default="outputs")
     args = parser.parse_args()
-    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
-    epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 8.0], "full": list(EPSILONS)}[mode]
-    runs = args.runs or {"smoke": 1, "quick": 2, "full": 3}[mode]
+    mode = "smoke" if args.smoke else "quick" if args.quick else "medium" if args.medium else "full"
+    epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 8.0], "full": list(EPSILONS), "medium": list(EPSILONS)}[mode]
+    runs = args.runs or {"smoke": 1, "quick": 2, "full": 3, "medium": 3}[mode]
     if args.threads:
         torch.set_num_threads(args.threads)
     start = time.perf_counter()
