@@ -31,6 +31,16 @@ from .partition import check_partition, check_row_range, exchange_transpose, loc
 __all__ = ["RowPartitionedRelease"]
 
 
+def check_num_nodes(num_nodes: Any) -> int:
+    """The public node count of the whole graph, checked (an integer ``>= 1``)."""
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, Integral):
+        raise TypeError(f"`num_nodes` must be an integer, the public number of nodes of the whole graph "
+                        f"(never read off the private edges); got {num_nodes!r}")
+    if num_nodes < 1:
+        raise ValueError(f"the graph is empty (`num_nodes`={num_nodes}): a release needs at least one node")
+    return int(num_nodes)
+
+
 class RowPartitionedRelease(torch.nn.Module):
     """Base of the distributed wrappers: holds the configured single-process ``layer`` and runs the
     protocol above; subclasses add their checks and hops."""
@@ -71,12 +81,7 @@ class RowPartitionedRelease(torch.nn.Module):
         """Checks of this process's call that every layer shares; ``(num_nodes, (start, end))``."""
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be this process's rows of the node features, of shape [end - start, F]")
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, Integral):
-            raise TypeError(f"`num_nodes` must be an integer, the public number of nodes of the whole graph "
-                            f"(never read off the private edges); got {num_nodes!r}")
-        if num_nodes < 1:
-            raise ValueError(f"the graph is empty (`num_nodes`={num_nodes}): a release needs at least one node")
-        n = int(num_nodes)
+        n = check_num_nodes(num_nodes)
         start, end = check_row_range(row_range, n, x.size(0))
         self._check_accountant_placement(info)
         return n, (start, end)

@@ -9,8 +9,8 @@ import torch
 from torch import Tensor
 
 from ..accounting.validation import check_probability
-from ..utils.appr import (Steps, _at_rounding_level, _check_steps, _check_tol, _norm_weight, _stall_update,
-                          _stall_window, _ROUNDING_FLOOR)
+from ..utils.appr import (Steps, _at_rounding_level, _check_steps, _check_tol, _norm_weight, _not_converged,
+                          _stall_update, _stall_window, _ROUNDING_FLOOR)
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease
 from .partition import block_csr
@@ -226,10 +226,7 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
                 found[math.inf] = out if k not in stops else found[k]
                 return found
             if k >= max_iter:
-                raise RuntimeError(
-                    f"appr_propagate(steps=inf) did not converge in max_iter={max_iter} iterations: the largest "
-                    f"change of the last one is {change:.3g} > tol={tol:g} (alpha={alpha:g}; the change shrinks "
-                    f"by about 1 - alpha per iteration). Raise `max_iter` or `tol`, or use a finite `steps`.")
+                raise _not_converged(max_iter, change, tol, alpha)
         elif k >= last:
             return found
         h = out

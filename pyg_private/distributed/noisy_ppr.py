@@ -3,7 +3,6 @@ processes, one block of node rows per process."""
 from __future__ import annotations
 
 import hashlib
-from numbers import Integral
 from typing import Any, Optional
 
 import torch
@@ -18,7 +17,7 @@ from ..nn.noisy_ppr_diffusion import _CLAMP, NoisyPPRDiffusion, PPRGrid, _int32_
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, agree, all_gather_rows, require_group
-from ._release import RowPartitionedRelease
+from ._release import RowPartitionedRelease, check_num_nodes
 from .partition import block_csr, check_row_range
 
 __all__ = ["DistributedNoisyPPRDiffusion"]
@@ -133,12 +132,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         try:  # this process's own checks; agreed on below
             reject_edge_weight("NoisyPPRDiffusion", "seed_index", seed_index, "integer seed node ids")
             reject_grad_input(name, x, self.training)
-            if isinstance(num_nodes, bool) or not isinstance(num_nodes, Integral):
-                raise TypeError(f"`num_nodes` must be an integer, the public number of nodes of the whole graph "
-                                f"(never read off the private edges); got {num_nodes!r}")
-            if num_nodes < 1:
-                raise ValueError(f"the graph is empty (`num_nodes`={num_nodes}): a release needs at least one node")
-            n = int(num_nodes)
+            n = check_num_nodes(num_nodes)
             if (x is None) == (seed_index is None):
                 raise ValueError("give exactly one of `x` (this process's rows of the signals) or `seed_index` "
                                  "(the global seeds, alike on every process)")

@@ -199,13 +199,18 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
                 found[math.inf] = out if k not in stops else found[k]
                 return found
             if k >= max_iter:
-                raise RuntimeError(
-                    f"appr_propagate(steps=inf) did not converge in max_iter={max_iter} iterations: the largest "
-                    f"change of the last one is {change:.3g} > tol={tol:g} (alpha={alpha:g}; the change shrinks "
-                    f"by about 1 - alpha per iteration). Raise `max_iter` or `tol`, or use a finite `steps`.")
+                raise _not_converged(max_iter, change, tol, alpha)
         elif k >= last:
             return found
         h = out
+
+
+def _not_converged(max_iter: int, change: float, tol: float, alpha: float) -> RuntimeError:
+    """The error of a ``steps=inf`` propagation that ran out of iterations."""
+    return RuntimeError(
+        f"appr_propagate(steps=inf) did not converge in max_iter={max_iter} iterations: the largest "
+        f"change of the last one is {change:.3g} > tol={tol:g} (alpha={alpha:g}; the change shrinks "
+        f"by about 1 - alpha per iteration). Raise `max_iter` or `tol`, or use a finite `steps`.")
 
 
 def _stall_window(alpha: float) -> int:
