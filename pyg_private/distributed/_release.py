@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from numbers import Integral
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
@@ -180,15 +180,26 @@ class RowPartitionedRelease(torch.nn.Module):
     def _plan_and_charge(self, info: GroupInfo, num_nodes: int, channels: int) -> Optional[tuple[float, float]]:
         """The layer's own grid plan (public sizes; a refusal raised on every process), then the one
         charge on rank 0 (:meth:`_charge`), before any process draws noise; returns the grid."""
-        layer, grid, error = self.layer, None, None
+        layer = self.layer
+        grid = self._agreed_plan_and_charge(info, lambda: layer.plan_grid(num_nodes, channels),
+                                            lambda g: layer.event(g) if layer.noise_multiplier > 0 else None)
+        self.granularity = layer.granularity = None if grid is None else grid[0]
+        return grid
+
+    def _agreed_plan_and_charge(self, info: GroupInfo, plan: Callable[[], Any],
+                                event: Callable[[Any], Optional[PrivacyEvent]]) -> Any:
+        """``plan()`` on every process (public sizes; a refusal raised on every process), then the event
+        ``event(grid)`` (``None``: nothing to charge) registered once, on rank 0, before any process
+        draws noise (:meth:`_charge`); returns the plan."""
+        grid, error = None, None
         try:
-            grid = layer.plan_grid(num_nodes, channels)
+            grid = plan()
         except (ValueError, TypeError) as exc:
             error = exc
         agree(error, info)
-        if layer.noise_multiplier > 0:
-            self._charge(info, layer.event(grid))
-        self.granularity = layer.granularity = None if grid is None else grid[0]
+        planned = event(grid)
+        if planned is not None:
+            self._charge(info, planned)
         return grid
 
     # ------------------------------------------------------------------ step 4

@@ -16,7 +16,7 @@ from ..nn._call_checks import reject_edge_weight, reject_grad_input
 from ..nn.noisy_ppr_diffusion import _CLAMP, NoisyPPRDiffusion, PPRGrid, _int32_indices
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index
-from ._comm import GroupInfo, Layout, agree, all_gather_rows, require_group
+from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
 from .partition import block_csr, check_row_range
 
@@ -196,18 +196,19 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         """The layer's grid plan on the public sizes (a refusal raised on every process), then the one
         charge on rank 0 before any process draws noise; returns the grid (``None``: float or no noise)."""
         layer: NoisyPPRDiffusion = self.layer
-        grid, error = None, None
-        if layer.noise_scale > 0 and layer.sampler == "safe":
-            try:
-                grid = layer.plan_grid(n, max_signal)
-            except (ValueError, TypeError) as exc:
-                error = exc
-            agree(error, info)
-        if layer.noise_scale > 0:
+
+        def plan() -> Optional[PPRGrid]:
+            return layer.plan_grid(n, max_signal) if layer.noise_scale > 0 and layer.sampler == "safe" else None
+
+        def event(grid: Optional[PPRGrid]):
+            if layer.noise_scale == 0:
+                return None
             charged = columns
             if seeds is not None and layer.personalized:  # per recipient: the most columns one seed receives
                 charged = int(torch.bincount(seeds).max())
-            self._charge(info, layer.event(charged, grid=grid))
+            return layer.event(charged, grid=grid)
+
+        grid = self._agreed_plan_and_charge(info, plan, event)
         self.granularity = layer.granularity = None if grid is None else grid.granularity
         return grid
 
