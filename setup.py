@@ -1,7 +1,8 @@
 """Build script: the metadata is in setup.cfg; this file only declares the optional C extension.
 
 ``pyg_private.mechanisms._first_pass_native`` is the fused first pass of the exact noise sampler
-(about 2x faster safe noise on the CPU). It is optional: where no C compiler is available the
+(about 2x faster safe noise on the CPU), ``pyg_private.mechanisms._grid_step_native`` the fused grid
+step (rounding, noise and scaling in one pass). Both are optional: where no C compiler is available the
 installation goes on without it and the sampler runs the same computation with torch operations.
 """
 import sys
@@ -9,6 +10,6 @@ import sys
 from setuptools import Extension, setup
 
 flags = [] if sys.platform.startswith("win") else ["-O3"]
-setup(ext_modules=[Extension("pyg_private.mechanisms._first_pass_native",
-                             ["pyg_private/mechanisms/_first_pass_native.c"],
-                             extra_compile_args=flags, optional=True)])
+setup(ext_modules=[Extension(f"pyg_private.mechanisms.{name}", [f"pyg_private/mechanisms/{name}.c"],
+                             extra_compile_args=flags, optional=True)
+                   for name in ("_first_pass_native", "_grid_step_native")])

@@ -9,7 +9,9 @@ The input: --nodes x --features float32 features, uniform on [0, 1) (Pubmed has 
 TF-IDF features; this is 50 times its nodes), declared public range (0, 1). For each k:
 
   * HDSFeaturePerturb(epsilon, k, (0, 1)), dense output (the full matrix, k non-zeros a
-    row) and sparse_output=True (a COO tensor with k entries a row), for each sampler of
+    row), the dense output written into one buffer reused by every call (``transform(data,
+    out=buffer)``: no fresh allocation, no page faults) and sparse_output=True (a COO tensor with
+    k entries a row), for each sampler of
     --samplers: "safe" (the default: the exactly sampled grid law, words from a PCG64 stream
     seeded by the OS), "float" (sampler="float": the floating-point sampler of the continuous
     law, the code before issue 14) and "secure" (safe with secure_mode=True: every random
@@ -24,7 +26,9 @@ TF-IDF features; this is 50 times its nodes), declared public range (0, 1). For 
     numpy.random.Generator.choice, the square wave on each, written into a preallocated
     dense float32 output). It is timed on the first --loop-rows rows only and
     **extrapolated** linearly to --nodes rows (it is linear in the rows: one independent
-    iteration each), after an uncounted warm-up on 1,000 rows; median over --repeats runs.
+    iteration each), after an uncounted warm-up on 1,000 rows; median over --repeats runs, one
+    run in every round of the cases (interleaved, so that the speed-ups compare calls made under
+    the same load).
 
 Peak memory is the process's resident set size sampled every 2 ms during one more call of
 each case (PeakRSS of benchmarks/ppr_blogcatalog.py), with its growth over the resident size
@@ -92,6 +96,8 @@ def main() -> None:
     ap.add_argument("--samplers", nargs="+", default=["safe", "float", "secure"],
                     choices=["safe", "float", "secure"])
     ap.add_argument("--loop-rows", type=int, default=20_000)
+    ap.add_argument("--no-reuse-output", dest="reuse_output", action="store_false",
+                    help="skip the cases that write the dense output into one reused buffer (`out=`)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     torch.set_num_threads(args.threads)
@@ -104,9 +110,11 @@ def main() -> None:
 
     sampler_kwargs = {"safe": {}, "float": {"sampler": "float"}, "secure": {"secure_mode": True}}
 
-    def case(k: int, sparse: bool, kwargs: dict):
+    buffer = torch.empty_like(x) if args.reuse_output else None
+
+    def case(k: int, sparse: bool, kwargs: dict, out=None):
         return lambda: HDSFeaturePerturb(eps, k, (0.0, 1.0), sparse_output=sparse, accountant=PrivacyAccountant(),
-                                         **kwargs)(Data(x=x, num_nodes=n))
+                                         **kwargs)(Data(x=x, num_nodes=n), out=out)
 
     for k in args.k:
         cases = {}
@@ -114,17 +122,24 @@ def main() -> None:
             for sparse in (False, True):
                 label = f"{sampler}, {'sparse_output=True' if sparse else 'dense output'}"
                 cases[label] = case(k, sparse, sampler_kwargs[sampler])
+                if buffer is not None and not sparse:
+                    cases[f"{sampler}, dense into out="] = case(k, sparse, sampler_kwargs[sampler], buffer)
         print(f"\nk = {k}", flush=True)
         for fn in cases.values():
             fn()  # warm-up, not counted
+        numpy_loop(x_np[:1000], eps, k, 0.0, 1.0)  # warm-up, not counted
         times = {name: [] for name in cases}
-        for _ in range(args.repeats):  # interleaved: every case sees the same background load
+        loops = []
+        for r in range(args.repeats):  # interleaved: every case and the loop see the same background load
             for name, fn in cases.items():
                 t0 = time.perf_counter()
                 out = fn()
                 times[name].append(time.perf_counter() - t0)
                 del out
-        rates, medians = {}, {}
+            t0 = time.perf_counter()
+            numpy_loop(x_np, eps, k, 0.0, 1.0, seed=r)
+            loops.append((time.perf_counter() - t0) * n / args.loop_rows)  # extrapolated to n rows
+        medians = {}
         for name, fn in cases.items():
             if _trim is not None:
                 _trim(0)
@@ -132,10 +147,9 @@ def main() -> None:
                 out = fn()
             del out
             med = medians[name] = statistics.median(times[name])
-            rates[name] = n / med
             print(f"  {name:<30} median {med:6.2f} s  ({n / med:>12,.0f} rows/s, min {min(times[name]):.2f} s)  "
                   f"{mem}", flush=True)
-        for layout in ("dense output", "sparse_output=True"):
+        for layout in ("dense output", "dense into out=", "sparse_output=True"):
             base = medians.get(f"float, {layout}")
             if base is None:
                 continue
@@ -145,18 +159,13 @@ def main() -> None:
                     ratio = [a / b for a, b in zip(times[f"{sampler}, {layout}"], times[f"float, {layout}"])]
                     print(f"  time {sampler} / float ({layout}): {med / base:.2f}x of the medians "
                           f"(median of the per-round ratios {statistics.median(ratio):.2f}x)", flush=True)
-        numpy_loop(x_np[:1000], eps, k, 0.0, 1.0)  # warm-up, not counted
-        loops = []
-        for r in range(args.repeats):
-            t0 = time.perf_counter()
-            numpy_loop(x_np, eps, k, 0.0, 1.0, seed=r)
-            loops.append(time.perf_counter() - t0)
         loop = statistics.median(loops)
-        loop_rate = args.loop_rows / loop
-        print(f"  {'per-row NumPy loop':<22} median {loop:6.2f} s for {args.loop_rows:,} rows "
-              f"({loop_rate:>12,.0f} rows/s; extrapolated to {n:,} rows: {n / loop_rate:,.0f} s)", flush=True)
-        for name, rate in rates.items():
-            print(f"  speed-up of {name}: {rate / loop_rate:.1f}x over the loop", flush=True)
+        print(f"  {'per-row NumPy loop':<22} median {loop * args.loop_rows / n:6.2f} s for {args.loop_rows:,} rows "
+              f"({n / loop:>12,.0f} rows/s; extrapolated to {n:,} rows: {loop:,.1f} s)", flush=True)
+        for name in cases:
+            per_round = statistics.median(a / b for a, b in zip(loops, times[name]))
+            print(f"  speed-up of {name}: {loop / medians[name]:.1f}x over the loop (medians; median of the "
+                  f"per-round ratios {per_round:.1f}x)", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,10 @@ from torch_geometric.typing import Adj
 
 from ..mechanisms._noise import TwoLaplaceStream
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
+from ..mechanisms.grid import add_noise_on_grid_
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
-from ..nn.noisy_ppr_diffusion import _CLAMP, NoisyPPRDiffusion, PPRGrid, _int32_indices
+from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid, _int32_indices
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
@@ -264,7 +265,6 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         noise = TwoLaplaceStream(s0.shape, layer.noise_scale, device=s0.device, generator=generator) \
             if layer.noise_scale > 0 and grid is None else None
         if grid is not None:
-            g = torch.tensor(grid.granularity, dtype=torch.float64, device=s0.device)
             steps = torch.empty(s0.shape, dtype=torch.int64, device=s0.device)
             ints = torch.empty(s0.numel(), dtype=torch.int64, device=s0.device)
         buffer = torch.empty((info.world * layout.width, s0.size(1)), dtype=torch.float64, device=info.device)
@@ -287,10 +287,8 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             else:
                 s.add_(restart)
             if grid is not None:  # s <- g (round(s / g) + K), K exact integer noise of this process's rows
-                s.clamp_(-_CLAMP, _CLAMP).round_()
-                steps.copy_(s)
-                steps.view(-1).add_(sampler.sample(ints.numel(), source, out=ints))
-                torch.mul(steps, g, out=s)
+                add_noise_on_grid_(s, sampler.sample(ints.numel(), source, out=ints), grid.granularity,
+                                   on_scale=True, steps=steps)  # float64 grid values (exact below 2^53 g)
             elif noise is not None:
                 s.add_(noise.sample())
         return s

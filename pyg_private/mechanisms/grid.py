@@ -41,6 +41,11 @@ from torch import Tensor
 
 from .exact_integer_noise import MAX_SCALE, MIN_SCALE
 
+try:  # the fused grid step in C (optional: built at installation where a C compiler exists)
+    from . import _grid_step_native as _native_step
+except ImportError:  # pragma: no cover - depends on the installation
+    _native_step = None
+
 __all__ = [
     "DEFAULT_GRID_TOLERANCE",
     "check_granularity",
@@ -49,6 +54,8 @@ __all__ = [
     "validate_granularity",
     "round_to_grid",
     "from_grid",
+    "add_noise_on_grid_",
+    "grid_step_native_available",
 ]
 
 Norm = Literal["l1", "l2"]
@@ -140,3 +147,44 @@ def round_to_grid(value: Tensor, granularity: float, *, out: Optional[Tensor] = 
 def from_grid(steps: Tensor, granularity: float, dtype: torch.dtype = torch.float64) -> Tensor:
     """The grid values ``steps * granularity`` (post-processing of the integers) in ``dtype``."""
     return (steps.to(torch.float64) * granularity).to(dtype)
+
+
+def grid_step_native_available() -> bool:
+    """Whether the fused C grid step (:mod:`pyg_private.mechanisms._grid_step_native`) is installed;
+    without it :func:`add_noise_on_grid_` runs the same computation as torch operations."""
+    return _native_step is not None
+
+
+def add_noise_on_grid_(values: Tensor, noise: Tensor, granularity: float, *, on_scale: bool = False,
+                       steps: Optional[Tensor] = None, scratch: Optional[Tensor] = None,
+                       native: Optional[bool] = None) -> Tensor:
+    """The grid release in place: ``values <- g * (round(values / g) + noise)``, ``noise`` the exact
+    ``int64`` noise in grid steps (one per value), the rounding as :func:`round_to_grid`'s (half to
+    even, clamped to :math:`\pm 2^{61}`), the integer sum converted to ``values``' dtype and multiplied
+    by the power of two ``g``: a function of the integers, i.e. post-processing. ``on_scale=True``:
+    ``values`` are already divided by ``g`` (``g * (round(values) + noise)``).
+
+    On the CPU, for contiguous float32/float64 values, one C loop computes it
+    (:mod:`~pyg_private.mechanisms._grid_step_native`, when built; ``native=False`` forces the
+    torch operations, the same values bit for bit). Otherwise torch operations, with the optional
+    ``int64`` buffer ``steps`` and the ``values``-dtype buffer ``scratch`` of ``values``' shape."""
+    g = check_granularity(granularity)
+    use_native = _native_step is not None if native is None else bool(native)
+    if use_native and _native_step is None:
+        raise RuntimeError("the C grid step is not built (pyg_private.mechanisms._grid_step_native)")
+    if (use_native and values.device.type == "cpu" and noise.device.type == "cpu"
+            and values.dtype in (torch.float32, torch.float64) and noise.dtype == torch.int64
+            and values.is_contiguous() and noise.is_contiguous() and noise.numel() == values.numel()
+            and 2.0 ** -100 <= g <= 2.0 ** 100):
+        bits = 64 if values.dtype == torch.float64 else 32
+        _native_step.grid_step(values.data_ptr(), noise.data_ptr(), values.numel(), bits,
+                               1.0 if on_scale else 1.0 / g, g, _CLAMP)
+        return values
+    if on_scale:
+        rounded = values.clamp_(-_CLAMP, _CLAMP).round_()
+        ints = rounded.to(torch.int64) if steps is None else steps.view(values.shape).copy_(rounded)
+    else:
+        ints = round_to_grid(values, g, out=None if steps is None else steps.view(values.shape),
+                             scratch=None if scratch is None else scratch.view(values.shape))
+    ints.add_(noise.view(values.shape))  # noise in the values' logical (row-major) order
+    return torch.mul(ints, torch.tensor(g, dtype=values.dtype, device=values.device), out=values)

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..mechanisms._workspace import borrow
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity, round_to_grid
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, add_noise_on_grid_, choose_granularity
 from ..mechanisms.randomness import RandomSource, run_tasks
 
 __all__ = ["plan_grid", "add_grid_gaussian_"]
@@ -53,8 +53,9 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
     ``int64`` row blocks of about 2^19 entries in reused scratch buffers (no full-size temporary),
     on ``torch.get_num_threads()`` threads, each block with its own stream (:meth:`RandomSource.spawn`: reproducible under a
     seed); ``g * (...)`` is computed in ``out``'s dtype (the cast of the integer rounds to that
-    precision, the product by the power of two ``g`` is exact) and ``post`` (which may work in
-    place) runs on it: all of it a function of the integers, i.e. post-processing."""
+    precision, the product by the power of two ``g`` is exact; :func:`add_noise_on_grid_`, one fused
+    pass where the C extension is built) and ``post`` (which may work in place) runs on it: all of it
+    a function of the integers, i.e. post-processing."""
     if not out.is_contiguous():
         return out.copy_(add_grid_gaussian_(out.contiguous(), std, granularity, source, post))
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
@@ -62,7 +63,6 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
     starts = list(range(0, out.size(0), rows))
     sources = source.spawn(len(starts)) if len(starts) > 1 else [source]
     size = min(rows, out.size(0)) * out.size(-1)
-    g = torch.tensor(granularity, dtype=out.dtype)  # 0-dim: int64 * g is computed in out's dtype
 
     def scratch() -> tuple[Tensor, Tensor, Tensor]:
         return (torch.empty(size, dtype=out.dtype, device=out.device),
@@ -73,10 +73,8 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
         part = out[starts[i]:starts[i] + rows]
         n = part.numel()
         with borrow(("grid_gaussian", out.device, out.dtype, size), scratch) as (scaled, steps, noise):
-            steps = round_to_grid(part, granularity, out=steps[:n].view(part.shape),
-                                  scratch=scaled[:n].view(part.shape))
-            steps.view(-1).add_(sampler.sample(n, sources[i], out=noise[:n]))
-            torch.mul(steps, g, out=part)
+            add_noise_on_grid_(part, sampler.sample(n, sources[i], out=noise[:n]), granularity, steps=steps[:n],
+                               scratch=scaled[:n])
         if post is not None:
             value = post(part)
             if value is not part:

@@ -15,7 +15,8 @@ from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import TwoLaplaceStream
 from ..mechanisms.exact_integer_noise import MIN_SCALE, RoundedNoiseSampler
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity, validate_granularity
+from ..mechanisms.grid import (DEFAULT_GRID_TOLERANCE, add_noise_on_grid_, check_granularity, choose_granularity,
+                               validate_granularity)
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
@@ -30,7 +31,6 @@ __all__ = ["NoisyPPRDiffusion", "PPRGrid"]
 
 Projection = Optional[Literal["l1_ball", "simplex"]]
 
-_CLAMP = 2.0 ** 61  # as in pyg_private.mechanisms.grid.round_to_grid
 _MAX_VALUE_STEPS = 2.0 ** 60
 
 
@@ -523,7 +523,6 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator) \
             if self.noise_scale > 0 and grid is None else None
         if grid is not None:  # the safe release's buffers: grid steps, integer noise
-            g = torch.tensor(grid.granularity, dtype=torch.float64, device=s0.device)
             steps = torch.empty(s0.shape, dtype=torch.int64, device=s0.device)
             ints = torch.empty(s0.numel(), dtype=torch.int64, device=s0.device)
         s = s0.clone()
@@ -544,10 +543,8 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             else:
                 s.add_(restart)
             if grid is not None:  # s <- g (round(s / g) + K), K = round(xi_1 + xi_2) in grid steps, exact
-                s.clamp_(-_CLAMP, _CLAMP).round_()
-                steps.copy_(s)
-                steps.view(-1).add_(sampler.sample(ints.numel(), source, out=ints))
-                torch.mul(steps, g, out=s)  # float64 grid values (exact below 2^53 g)
+                add_noise_on_grid_(s, sampler.sample(ints.numel(), source, out=ints), grid.granularity,
+                                   on_scale=True, steps=steps)  # float64 grid values (exact below 2^53 g)
             elif noise is not None:
                 s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
         return s

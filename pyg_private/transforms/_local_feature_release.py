@@ -23,6 +23,7 @@ the same way for all of them:
 """
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from typing import Any, Optional, Sequence, Union
@@ -371,12 +372,42 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
         return m
 
     # ------------------------------------------------------------- forward
-    def forward(self, data: Data) -> Data:
+    def __call__(self, data: Data, *, out: Optional[Tensor] = None) -> Data:
+        """Perturb a shallow copy of ``data`` (PyG's transform call). ``out``: a dense tensor of
+        the output's shape, dtype and device that receives the perturbed features (every entry is
+        overwritten; it may be ``data[attr]`` itself, perturbed in place). Reusing one buffer
+        across releases saves allocating and page-faulting a fresh output each time."""
+        return self.forward(copy.copy(data), out=out)
+
+    def _check_out(self, out: Optional[Tensor], x: Tensor) -> None:
+        """Validate a caller's output buffer, before any charge."""
+        if out is None:
+            return
+        if not isinstance(out, Tensor):
+            raise TypeError(f"`out` must be a tensor or None; got {type(out).__name__}")
+        if self.sparse_output:
+            raise ValueError("`out` receives a dense output: it cannot be combined with sparse_output=True")
+        odt = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+        if out.layout != torch.strided:
+            raise ValueError(f"`out` must be a dense (strided) tensor; got layout {out.layout}")
+        if tuple(out.shape) != tuple(x.shape) or out.dtype != odt or out.device != x.device:
+            raise ValueError(f"`out` must have the output's shape {tuple(x.shape)}, dtype {odt} and device "
+                             f"{x.device}; got {tuple(out.shape)}, {out.dtype}, {out.device}")
+        if out.requires_grad:
+            raise ValueError("`out` must not require grad (it is written in place)")
+        if out.numel() and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            same = (out.data_ptr() == x.data_ptr() and out.stride() == x.stride() and out.dtype == x.dtype)
+            if not same:  # a partial overlap would overwrite rows before they are read
+                raise ValueError(f"`out` overlaps `{self.attr}` without being it: pass a separate buffer, "
+                                 f"or `{self.attr}` itself to perturb in place")
+
+    def forward(self, data: Data, *, out: Optional[Tensor] = None) -> Data:
         x = self._features(data)
         n, d = x.shape
         device = x.device
         check_generator(self.generator, device)
         k = self._num_coordinates(d)
+        self._check_out(out, x)
         rng = self._range_on(d, device)
         ids = self._perturbed_ids(data, n, device)
         new_mask = self._as_mask(ids, n, device)
@@ -412,7 +443,7 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
                 "Those nodes are not protected (epsilon = inf for them if these data reach the server)",
                 UserWarning, stacklevel=2,
             )
-        out = self._release(x, ids, k, rng, rows, source)
+        out = self._release(x, ids, k, rng, rows, source, out=out)
         self.granularity = None if source is None else self._output_granularity(d)
 
         self._released[key] = new_mask.cpu() if seen is None else (seen | new_mask.cpu())
@@ -440,7 +471,7 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
         return (z - lo).mul_(scale).sub_(1.0).clamp_(-1.0, 1.0)
 
     def _release(self, x: Tensor, ids: Optional[Tensor], k: int, rng: Optional[tuple[Any, Any, Any]],
-                 rows: int, source: Optional[RandomSource] = None) -> Tensor:
+                 rows: int, source: Optional[RandomSource] = None, out: Optional[Tensor] = None) -> Tensor:
         n, d = x.shape
         device = x.device
         odt = x.dtype if x.is_floating_point() else torch.get_default_dtype()
@@ -450,9 +481,12 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
             coo = _empty_output((2, total * k), torch.long, device)
             coo_val = _empty_output((total * k,), odt, device)
         elif ids is None:
-            out = _empty_output((n, d), odt, device)  # zeroed chunk by chunk, while in cache
-        else:
+            if out is None:
+                out = _empty_output((n, d), odt, device)  # zeroed chunk by chunk, while in cache
+        elif out is None:
             out = x.to(odt, copy=True)
+        elif out.data_ptr() != x.data_ptr():  # the raw rows, then the perturbed ones over them
+            out.copy_(x)
         for start in range(0, total, rows):
             stop = min(start + rows, total)
             xc = x[start:stop] if ids is None else x.index_select(0, ids[start:stop])
