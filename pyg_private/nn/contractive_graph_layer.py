@@ -378,7 +378,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     def _read_graph(self, edge_index: Adj, n: int) -> tuple[Tensor, Tensor]:
         """``(crow, col)`` of the validated undirected simple graph on the ``n`` nodes of ``x``
         (never the largest id of ``edge_index``: an id ``>= n`` raises)."""
-        return validated_csr(edge_index, n, symmetrize=self.symmetrize)
+        return validated_csr(edge_index, n, symmetrize=self.symmetrize, index_dtype=None)
 
     def _check_bounds(self, graph: tuple[Tensor, Tensor], x: Tensor, x0: Tensor) -> None:
         """Raise unless the input lies in the domain of the declared bounds (see the class notes)."""
@@ -396,14 +396,19 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         return normalized_adjacency_csr(crow, col, weight=weight, dtype=dtype)
 
     def _hop(self, adj: Tensor, self_loop: Tensor, h: Tensor, residual: Optional[Tensor],
-             batch: Optional[Tensor]) -> Tensor:
+             batch: Optional[Tensor], out: Optional[Tensor] = None) -> Tensor:
         r"""One contractive map before noise and projection,
         :math:`C_L(\alpha_1\hat{\mathbf{A}}h + \alpha_2\mathrm{Mean}(h)) + \beta\mathbf{X}^{(0)}`
-        (``residual`` is :math:`\beta\mathbf{X}^{(0)}` or ``None``); a new tensor."""
+        (``residual`` is :math:`\beta\mathbf{X}^{(0)}` or ``None``), into ``out`` (a buffer of
+        ``h``'s shape, never ``h``) or a new tensor."""
         if self.alpha1 > 0:
-            out = self.propagate(adj, x=h).addcmul_(h, self_loop)
+            if out is None:
+                out = self.propagate(adj, x=h)
+            else:  # the product written into the spare buffer: no N x F temporary per hop
+                torch.addmm(out, adj, h, beta=0.0, out=out)
+            out.addcmul_(h, self_loop)
         else:
-            out = torch.zeros_like(h)
+            out = torch.zeros_like(h) if out is None else out.zero_()
         if self.alpha1 < 1.0:
             out.add_(_node_mean(h, batch), alpha=self.contraction * (1.0 - self.alpha1))
         if residual is not None:
@@ -420,8 +425,10 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         std = self.noise_std
         noise = torch.empty_like(x) if std > 0 and grid is None else None
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
+        spare = torch.empty_like(h)  # two N x F buffers in turn: h, and the next hop written over the older one
         for _ in range(self.K):
-            out = self._hop(adj, self_loop, h, residual, batch)
+            out = self._hop(adj, self_loop, h, residual, batch, out=spare)
+            spare = h
             if grid is not None:  # safe: on the grid, exact noise, projected in float64 row blocks
                 h = add_grid_gaussian_(out, self.noise_multiplier * grid[1], grid[0], source, post=project)
                 continue

@@ -166,7 +166,6 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
     """Run H_k = (1 - alpha) Ã H_{k-1} + alpha X; return {k: H_k} for k in ``stops`` (and inf)."""
     adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=1.0 - alpha,
                                                dtype=x.dtype)
-    restart = x * alpha
     buffers = (torch.empty_like(x), torch.empty_like(x))
     floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
     window = _stall_window(alpha)
@@ -178,7 +177,7 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
     while True:
         k += 1
         out = buffers[k % 2]  # never h, which lies in the other buffer (or is x)
-        torch.addmm(restart, adj, h, out=out)
+        torch.addmm(x, adj, h, beta=alpha, out=out)  # alpha x + (1 - alpha) A~ h: no N x F restart buffer
         if diag is not None:
             out.addcmul_(h, diag)
         if k in stops:  # a copy, unless it is the last iterate computed
@@ -193,7 +192,7 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
                 wchange = change if weight is None else float(row_change.mul_(weight).max())
                 best, since = _stall_update(best, since, wchange)
                 if since >= window and (since - window) % window == 0:  # stalled: at the rounding level?
-                    noise = _rounding_noise(out, restart, adj, diag, crow, weight)
+                    noise = _rounding_noise(out, x * alpha, adj, diag, crow, weight)
                     converged = _at_rounding_level(wchange, noise, alpha)
             if converged:
                 found[math.inf] = out if k not in stops else found[k]
@@ -276,7 +275,7 @@ def _rounding_noise(h: Tensor, restart: Tensor, adj: Tensor, diag: Optional[Tens
 
 def _graph_csr(adj: Any, n: int, symmetrize: bool) -> tuple[Tensor, Tensor]:
     """``(crow, col)`` of the validated undirected simple graph on ``n`` nodes."""
-    graph = simple_undirected_csr(adj, n)  # a sparse input already simple, undirected and canonical: as it is
+    graph = simple_undirected_csr(adj, n, index_dtype=None)  # a canonical sparse input as it is (its own indices)
     if graph is not None:
         return graph
     ei, m = adjacency_to_edge_index(adj, n, name="edge_index")
