@@ -105,10 +105,11 @@ class SeededRelease(PersistentRelease):
 
     def _read_csr(self, edge_index: Any, num_nodes: Optional[int], x: Any = None) -> tuple[tuple[Tensor, Tensor], int]:
         """``((crow, col), num_nodes)`` of the validated graph on the public node count, with the
-        errors of :meth:`_read_graph`; a CSR adjacency already simple and undirected is taken as it is
-        (:func:`~pyg_private.utils.adjacency.validated_csr`). Raises before anything is charged."""
+        errors of :meth:`_read_graph`; a CSR adjacency already simple and undirected is taken as it is,
+        int32 index arrays included (:func:`~pyg_private.utils.adjacency.validated_csr`; no int64
+        copy). Raises before anything is charged."""
         n = self._public_num_nodes(edge_index, num_nodes, x)
-        return validated_csr(edge_index, n, symmetrize=self.symmetrize), n
+        return validated_csr(edge_index, n, symmetrize=self.symmetrize, index_dtype=None), n
 
     def _seeds_only(self, x: Any, edge_index: Any, seed_index: Any,
                     num_nodes: Optional[int]) -> tuple[Tensor, int, Tensor, Tensor]:

@@ -49,3 +49,12 @@ def test_appr_int32_equals_int64():
         a = appr_propagate(x, adj32, alpha=0.1, steps=steps)
         assert torch.equal(a, appr_propagate(x, adj64, alpha=0.1, steps=steps))
         assert torch.equal(a, appr_propagate(x, ei, alpha=0.1, steps=steps))
+
+
+def test_noisy_ppr_int32_equals_edge_index_without_noise():
+    from pyg_private.nn import NoisyPPRDiffusion
+    adj32, ei = _csr()
+    seeds = torch.tensor([0, 7, 99])
+    layer = NoisyPPRDiffusion(alpha=0.2, num_iterations=8, eta=1e-3, noise_scale=0.0, personalized=True, cached=False)
+    a = layer(edge_index=adj32, seed_index=seeds, num_nodes=400)
+    assert torch.equal(a, layer(edge_index=ei, seed_index=seeds, num_nodes=400))
