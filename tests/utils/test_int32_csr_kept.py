@@ -58,3 +58,12 @@ def test_noisy_ppr_int32_equals_edge_index_without_noise():
     layer = NoisyPPRDiffusion(alpha=0.2, num_iterations=8, eta=1e-3, noise_scale=0.0, personalized=True, cached=False)
     a = layer(edge_index=adj32, seed_index=seeds, num_nodes=400)
     assert torch.equal(a, layer(edge_index=ei, seed_index=seeds, num_nodes=400))
+
+
+def test_gap_int32_equals_edge_index_without_noise():
+    from pyg_private.nn import GAPAggregation
+    adj32, ei = _csr()
+    x = torch.randn(400, 8, generator=torch.Generator().manual_seed(2))
+    layer = GAPAggregation(3, noise_multiplier=0.0, cached=False)
+    a = layer(x, adj32)
+    assert a.shape == (400, 32) and torch.equal(a, layer(x, ei))
