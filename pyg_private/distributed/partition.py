@@ -104,7 +104,11 @@ def read_local_rows(adj: Any, row_range: tuple[int, int], num_nodes: int, *, sym
     elif row.numel() and bool((row == col).any()):
         raise ValueError(f"`{name}` contains self-loops; the layer adds its own where its formula has them: remove "
                          f"them with torch_geometric.utils.remove_self_loops (or pass symmetrize=True)")
-    keys = torch.sort(row * n + col).values
+    keys = torch.mul(row, n).add_(col)  # row may be a view of the caller's edge_index: never in place
+    del row, col
+    if keys.numel() > 1 and bool((keys[1:] > keys[:-1]).all()):
+        return keys  # already sorted and duplicate-free (a canonical CSR block): no sort, no copy
+    keys = torch.sort(keys).values
     if keys.numel() > 1:
         distinct = torch.cat([keys.new_ones(1, dtype=torch.bool), keys[1:] != keys[:-1]])
         if not bool(distinct.all()):
@@ -128,6 +132,14 @@ def _rows_and_columns(adj: Any, start: int, end: int, n: int, name: str) -> tupl
     if isinstance(adj, Tensor) and adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
         if adj.dim() != 2:
             raise ValueError(f"`{name}` must be a 2-D sparse adjacency block [end - start, num_nodes]")
+        if adj.layout == torch.sparse_csr:  # its own arrays, without a coalesced int64 COO copy
+            _check_block_size(tuple(adj.shape), local, n, name)
+            crow, col, value = adj.crow_indices(), adj.col_indices(), adj.values()
+            _check_unweighted(value, name)
+            _check_columns(col, n, name)
+            row = torch.repeat_interleave(torch.arange(start, end, device=crow.device), crow.diff().long(),
+                                          output_size=col.numel())
+            return row, col.long()  # duplicates (uncoalesced entries) are caught by the caller's key check
         coo = adj.to_sparse_coo().coalesce()
         row, col = coo.indices()
         return _sparse_entries(row, col, coo.values(), tuple(adj.shape), start, local, n, name)
@@ -150,13 +162,21 @@ def _rows_and_columns(adj: Any, start: int, end: int, n: int, name: str) -> tupl
 
 def _sparse_entries(row: Tensor, col: Tensor, value: Optional[Tensor], size: tuple, start: int, local: int, n: int,
                     name: str) -> tuple[Tensor, Tensor]:
+    _check_block_size(size, local, n, name)
+    _check_unweighted(value, name)
+    _check_columns(col, n, name)
+    return row.long() + start, col.long()
+
+
+def _check_block_size(size: tuple, local: int, n: int, name: str) -> None:
     if size != (local, n):
         raise ValueError(f"a sparse `{name}` must be this process's block of rows, of shape [end - start, num_nodes] "
                          f"= {[local, n]} (local rows, global columns); got {list(size)}")
+
+
+def _check_unweighted(value: Optional[Tensor], name: str) -> None:
     if value is not None and not bool((value == 1).all()):
         raise ValueError(f"`{name}` must be unweighted (all stored values 1)")
-    _check_columns(col.long(), n, name)
-    return row.long() + start, col.long()
 
 
 def _check_columns(col: Tensor, n: int, name: str) -> None:
@@ -168,15 +188,22 @@ def _check_columns(col: Tensor, n: int, name: str) -> None:
 def exchange_transpose(keys: Tensor, layout: Layout, num_nodes: int, info: GroupInfo) -> Tensor:
     """Send every local entry ``(u, v)`` (key ``u * N + v``) to the owner of ``v`` as ``(v, u)``; return
     the sorted keys this process received (the transposes of the entries in its rows' columns).
-    Two ``all_to_all_single`` calls; no process holds more than its own rows' worth."""
+    Two ``all_to_all_single`` calls; no process holds more than its own rows' worth, and the entries
+    are grouped by destination without a sort (about 40 bytes an entry at the peak)."""
     import torch.distributed as dist
 
     n = int(num_nodes)
-    row, col = keys // n, keys % n
+    col = keys % n
     dest = layout.owner(col)
-    order = torch.sort(dest, stable=True).indices
-    send = (col * n + row).index_select(0, order)
+    send_keys = col.mul_(n).add_(keys // n)  # (v, u)
     counts = torch.bincount(dest, minlength=info.world)
+    send = torch.empty_like(send_keys)  # grouped by destination, each group in the local order
+    offset = 0
+    for r, c in enumerate(counts.tolist()):
+        if c:
+            torch.masked_select(send_keys, dest == r, out=send[offset:offset + c])
+        offset += c
+    del send_keys, dest, col
     received_counts = torch.empty_like(counts, device=info.device)
     dist.all_to_all_single(received_counts, counts.to(info.device), group=info.group)
     received = torch.empty(int(received_counts.sum()), dtype=torch.long, device=info.device)
