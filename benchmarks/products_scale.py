@@ -31,8 +31,9 @@ Cases (each its own timed call):
     2.45M nodes the default grid_tolerance 2^-16 needs a grid of 2^-61 that cannot hold the values
     within 2^60 steps: the layer raises before any charge; 2^-14 raises the noise scale by at most a
     factor 1 + 2^-14), one release (one charge) diffused in column blocks of ``--ppr-block`` seeds
-    (the layer's ``column_block``: about six dense N x block float64/int64 buffers, 2.9 GB for 25
-    columns at full size, and the float32 output). ``--ppr-max-blocks`` runs only the first blocks'
+    (the layer's ``column_block``: about six dense N x block float64/int64 buffers, 1.4 GB for the
+    default 12 columns at full size (2.9 GB for 25, which measured 1.56x the bound), and the float32
+    output). ``--ppr-max-blocks`` runs only the first blocks'
     seeds and extrapolates the 100-seed time (printed as such). With ``--quick``
     the diffusion runs 10 steps (``--ppr-iterations``), so that the smoke run stays under 2 minutes.
 
@@ -562,7 +563,8 @@ def main() -> None:
                     help="do not check the generated graph (simple, undirected, sorted rows)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=100, help="PPR seeds (columns)")
-    ap.add_argument("--ppr-block", type=int, default=25, help="the release's column_block: PPR seeds diffused at a time")
+    ap.add_argument("--ppr-block", type=int, default=12,
+                    help="the release's column_block: PPR seeds diffused at a time (12: inside the memory bound)")
     ap.add_argument("--ppr-iterations", type=int, default=None,
                     help="PPR steps K (default: 100, the paper's; 10 with --quick)")
     ap.add_argument("--ppr-max-blocks", type=int, default=None,
