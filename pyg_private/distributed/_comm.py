@@ -158,6 +158,10 @@ class Layout:
         self.starts = torch.tensor([self.ranges[r][0] for r in self.order], dtype=torch.long)
         #: rank order is node order and the blocks are equally large: the gathered buffer is the result
         self.trivial = self.order == list(range(len(self.ranges))) and all(s == self.width for s in self.sizes)
+        #: rank order is node order and only the last block may be short: the gather buffer's first
+        #: ``num_rows`` rows are the result (a view, no copy)
+        self.prefix = self.order == list(range(len(self.ranges))) and all(s == self.width for s in self.sizes[:-1])
+        self.num_rows = sum(self.sizes)
         self._index: dict[torch.device, Tensor] = {}
 
     def index(self, device: torch.device) -> Tensor:
@@ -176,7 +180,8 @@ class Layout:
 def all_gather_rows(local: Tensor, layout: Layout, info: GroupInfo, buffer: Optional[Tensor] = None) -> Tensor:
     """The global matrix whose block ``layout.ranges[r]`` is rank ``r``'s ``local`` (on ``local``'s
     device): one padded all-gather. ``buffer`` (``[world * width, ...]`` on the
-    communication device) is reused when given."""
+    communication device) is reused when given; the result may be a view of it (blocks in rank
+    order), valid until the buffer's next use."""
     width = layout.width
     send = local.to(info.device)
     if send.size(0) < width:
@@ -185,5 +190,10 @@ def all_gather_rows(local: Tensor, layout: Layout, info: GroupInfo, buffer: Opti
     if buffer is None or tuple(buffer.shape) != shape or buffer.dtype != local.dtype:
         buffer = torch.empty(shape, dtype=local.dtype, device=info.device)
     _gather_into(buffer, send.contiguous(), info.group)
-    out = buffer if layout.trivial else buffer.index_select(0, layout.index(buffer.device))
+    if layout.trivial:
+        out = buffer
+    elif layout.prefix:
+        out = buffer[:layout.num_rows]
+    else:
+        out = buffer.index_select(0, layout.index(buffer.device))
     return out.to(local.device)

@@ -7,12 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.typing import Adj
-from torch_geometric.utils import spmm
 
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.gap_aggregation import GAPAggregation
-from ._comm import GroupInfo, Layout
+from ._comm import GroupInfo, Layout, all_gather_rows
 from ._release import RowPartitionedRelease
 from .partition import block_csr
 
@@ -78,24 +77,35 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         grid = self._plan_and_charge(info, n, x.size(1))
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
         with torch.no_grad():
-            out = self._hops(info, layout, n, crow, col, x.detach().to(torch.float64), grid)
-        return out.to(out_dtype)
+            return self._hops(info, layout, n, crow, col, x.detach().to(torch.float64), grid, out_dtype)
 
     def _hops(self, info: GroupInfo, layout: Layout, n: int, crow: Tensor, col: Tensor, x: Tensor,
-              grid: Optional[tuple[float, float]]) -> Tensor:
+              grid: Optional[tuple[float, float]], out_dtype: torch.dtype = torch.float64) -> Tensor:
+        """This process's rows of every hop, each cast to ``out_dtype`` as it is written into one
+        ``[e - s, (K + 1) F]`` output; one gather buffer and one product buffer reused by every hop."""
         layer: GAPAggregation = self.layer
         adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=x.device), n)
         std = layer.noise_multiplier * layer.sensitivity
         source, generator = self._streams(info, x.device, std, grid)
-        hops = [F.normalize(x, dim=-1)]
-        for _ in range(layer.K):
-            h = spmm(adj, self._gather(info, layout, hops[-1]), reduce="sum")
+        f = x.size(1)
+        out = torch.empty(x.size(0), (layer.K + 1) * f, dtype=out_dtype, device=x.device)
+        prev = F.normalize(x, dim=-1)
+        del x
+        out[:, :f] = prev
+        buffer = torch.empty((info.world * layout.width, f), dtype=torch.float64, device=info.device)
+        product = torch.empty_like(prev)
+        for k in range(1, layer.K + 1):
+            full = all_gather_rows(prev, layout, info, buffer)  # every row of the previous hop
+            del prev
+            h = torch.addmm(product, adj, full, beta=0.0, out=product)  # A prev, this process's rows
+            del full
             if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
                 h = add_grid_gaussian_(h, layer.noise_multiplier * grid[1], grid[0], source)
             elif generator is not None:
                 h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=generator)
-            hops.append(F.normalize(h, dim=-1))
-        return torch.cat(hops, dim=-1)
+            prev = F.normalize(h, dim=-1)
+            out[:, k * f:(k + 1) * f] = prev
+        return out
 
     def __repr__(self) -> str:
         extra = self.extra_repr()

@@ -85,13 +85,19 @@ def scenario_contractive_equal(rank: int) -> dict:
     return out
 
 
+#: row blocks of the GAP equality test: equal (the gather buffer as it is), the last block short or
+#: empty (a prefix view of it), the first block short (rows picked from the padded buffer)
+GAP_RANGES = {"even": [(0, 150), (150, N_SMALL)], "empty_block": [(0, N_SMALL), (N_SMALL, N_SMALL)],
+              "last_short": [(0, 160), (160, N_SMALL)], "first_short": [(0, 77), (77, N_SMALL)]}
+
+
 def scenario_gap_equal(rank: int) -> dict:
     from pyg_private.distributed import DistributedGAPAggregation, row_block
     from pyg_private.nn import GAPAggregation
 
     ei, x = small_graph()
     out = {}
-    for name, ranges in (("even", [(0, 150), (150, N_SMALL)]), ("empty_block", [(0, N_SMALL), (N_SMALL, N_SMALL)])):
+    for name, ranges in GAP_RANGES.items():
         s, e = ranges[rank]
         layer = DistributedGAPAggregation(GAPAggregation(2, noise_multiplier=0.0))
         out[name] = layer(x[s:e].float(), row_block(ei, (s, e)), row_range=(s, e), num_nodes=N_SMALL)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from distributed_scenarios import (CONTRACTIVE_CONFIGS, N_NOISE, N_SMALL, noise_graph, results_of,
+from distributed_scenarios import (CONTRACTIVE_CONFIGS, GAP_RANGES, N_NOISE, N_SMALL, noise_graph, results_of,
                                    small_graph)
 from pyg_private import PrivacyAccountant
 from pyg_private.nn import ContractiveGraphLayer, GAPAggregation
@@ -45,8 +45,7 @@ def test_contractive_symmetrize_equals_single_process(ranks):
                                atol=1e-12)
 
 
-@pytest.mark.parametrize("name,ranges", [("even", [(0, 150), (150, N_SMALL)]),
-                                         ("empty_block", [(0, N_SMALL), (N_SMALL, N_SMALL)])])
+@pytest.mark.parametrize("name,ranges", list(GAP_RANGES.items()))
 def test_gap_without_noise_equals_single_process(ranks, name, ranges):
     ei, x = small_graph()
     reference = GAPAggregation(2, noise_multiplier=0.0)(x.float(), ei)
