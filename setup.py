@@ -2,7 +2,8 @@
 
 ``pyg_private.mechanisms._first_pass_native`` is the fused first pass of the exact noise sampler
 (about 2x faster safe noise on the CPU), ``pyg_private.mechanisms._grid_step_native`` the fused grid
-step (rounding, noise and scaling in one pass). Both are optional: where no C compiler is available the
+step (rounding, noise and scaling in one pass), ``pyg_private.utils._neighbour_sum_native`` the sum of
+the neighbours' float64 rows (AVX2). All are optional: where no C compiler is available the
 installation goes on without it and the sampler runs the same computation with torch operations.
 """
 import sys
@@ -10,6 +11,7 @@ import sys
 from setuptools import Extension, setup
 
 flags = [] if sys.platform.startswith("win") else ["-O3"]
-setup(ext_modules=[Extension(f"pyg_private.mechanisms.{name}", [f"pyg_private/mechanisms/{name}.c"],
+setup(ext_modules=[Extension(f"pyg_private.{name.replace('/', '.')}", [f"pyg_private/{name}.c"],
                              extra_compile_args=flags, optional=True)
-                   for name in ("_first_pass_native", "_grid_step_native")])
+                   for name in ("mechanisms/_first_pass_native", "mechanisms/_grid_step_native",
+                                "utils/_neighbour_sum_native")])

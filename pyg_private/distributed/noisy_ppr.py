@@ -16,6 +16,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
 from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid, _int32_indices
 from ..utils.adjacency import inverse_degree
+from ..utils.neighbour_sum import NeighbourSum
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
@@ -248,6 +249,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device), n)
         if on_cpu:
             adj = _int32_indices(adj)
+        neighbours = NeighbourSum(adj)  # the C kernel where it runs (the same sums), torch's otherwise
         deg = crow.diff().to(torch.float64)
         deg_inv = inverse_degree(deg).unsqueeze(-1)
         lower = s0.new_zeros(())
@@ -279,7 +281,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
                 xc[seed_rows, seed_cols] = seed_vals
             torch.mul(xc, deg_inv, out=scaled)
             full = all_gather_rows(scaled, layout, info, buffer)  # D^-1 f(s), every row
-            s = torch.sparse.mm(adj, full, "sum") if on_cpu else torch.sparse.mm(adj, full)
+            s = neighbours(full)  # this process's rows of A (D^-1 f(s))
             del full
             s.add_(xc).mul_(factor)
             if restart is None:
