@@ -1,10 +1,10 @@
-"""Build script: the metadata is in setup.cfg; this file only declares the optional C extension.
+"""Build script: the metadata is in setup.cfg; this file only declares the optional C extensions.
 
 ``pyg_private.mechanisms._first_pass_native`` is the fused first pass of the exact noise sampler
 (about 2x faster safe noise on the CPU), ``pyg_private.mechanisms._grid_step_native`` the fused grid
-step (rounding, noise and scaling in one pass), ``pyg_private.utils._neighbour_sum_native`` the sum of
-the neighbours' float64 rows (AVX2). All are optional: where no C compiler is available the
-installation goes on without it and the sampler runs the same computation with torch operations.
+step (rounding, noise and scaling in one pass), ``pyg_private.utils._csr_product_native`` the CSR
+products in AVX2 registers. All are optional: where no C compiler is available the
+installation goes on without them and the same computations run as torch operations.
 """
 import sys
 
@@ -14,4 +14,4 @@ flags = [] if sys.platform.startswith("win") else ["-O3"]
 setup(ext_modules=[Extension(f"pyg_private.{name.replace('/', '.')}", [f"pyg_private/{name}.c"],
                              extra_compile_args=flags, optional=True)
                    for name in ("mechanisms/_first_pass_native", "mechanisms/_grid_step_native",
-                                "utils/_neighbour_sum_native")])
+                                "utils/_csr_product_native")])

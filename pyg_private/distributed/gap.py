@@ -11,7 +11,7 @@ from torch_geometric.typing import Adj
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.gap_aggregation import GAPAggregation
-from ..utils.neighbour_sum import NeighbourSum
+from ..utils.csr_product import CsrProduct
 from ._comm import GroupInfo, Layout, all_gather_rows
 from ._release import RowPartitionedRelease
 from .partition import block_csr
@@ -95,7 +95,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         out[:, :f] = prev
         buffer = torch.empty((info.world * layout.width, f), dtype=torch.float64, device=info.device)
         product = torch.empty_like(prev)
-        neighbours = NeighbourSum(adj)  # the C kernel where it runs (the same sums), torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
         for k in range(1, layer.K + 1):
             full = all_gather_rows(prev, layout, info, buffer)  # every row of the previous hop
             del prev

@@ -16,7 +16,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
 from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid, _int32_indices
 from ..utils.adjacency import inverse_degree
-from ..utils.neighbour_sum import NeighbourSum
+from ..utils.csr_product import CsrProduct
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
@@ -249,7 +249,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device), n)
         if on_cpu:
             adj = _int32_indices(adj)
-        neighbours = NeighbourSum(adj)  # the C kernel where it runs (the same sums), torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
         deg = crow.diff().to(torch.float64)
         deg_inv = inverse_degree(deg).unsqueeze(-1)
         lower = s0.new_zeros(())

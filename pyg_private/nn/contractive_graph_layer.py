@@ -18,6 +18,7 @@ from ..accounting.contractive import (
 )
 from ..accounting.validation import check_non_negative, check_positive_int
 from ..utils.adjacency import normalized_adjacency_csr, validated_csr
+from ..utils.csr_product import CsrProduct
 from ..utils.degree_bounds import (
     check_declared_bounds,
     floored_normalized_adjacency_csr,
@@ -396,16 +397,17 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         return normalized_adjacency_csr(crow, col, weight=weight, dtype=dtype)
 
     def _hop(self, adj: Tensor, self_loop: Tensor, h: Tensor, residual: Optional[Tensor],
-             batch: Optional[Tensor], out: Optional[Tensor] = None) -> Tensor:
+             batch: Optional[Tensor], out: Optional[Tensor] = None, product: Optional[CsrProduct] = None) -> Tensor:
         r"""One contractive map before noise and projection,
         :math:`C_L(\alpha_1\hat{\mathbf{A}}h + \alpha_2\mathrm{Mean}(h)) + \beta\mathbf{X}^{(0)}`
         (``residual`` is :math:`\beta\mathbf{X}^{(0)}` or ``None``), into ``out`` (a buffer of
-        ``h``'s shape, never ``h``) or a new tensor."""
+        ``h``'s shape, never ``h``) or a new tensor; ``product`` computes ``adj @ h`` (the same values
+        as the message passing's sparse product)."""
         if self.alpha1 > 0:
             if out is None:
                 out = self.propagate(adj, x=h)
             else:  # the product written into the spare buffer: no N x F temporary per hop
-                torch.addmm(out, adj, h, beta=0.0, out=out)
+                (product or CsrProduct(adj))(h, out=out)
             out.addcmul_(h, self_loop)
         else:
             out = torch.zeros_like(h) if out is None else out.zero_()
@@ -426,8 +428,9 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         noise = torch.empty_like(x) if std > 0 and grid is None else None
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
         spare = torch.empty_like(h)  # two N x F buffers in turn: h, and the next hop written over the older one
+        product = CsrProduct(adj)  # adj @ h: the C kernel where it runs (the same values), torch's otherwise
         for _ in range(self.K):
-            out = self._hop(adj, self_loop, h, residual, batch, out=spare)
+            out = self._hop(adj, self_loop, h, residual, batch, out=spare, product=product)
             spare = h
             if grid is not None:  # safe: on the grid, exact noise, projected in float64 row blocks
                 h = add_grid_gaussian_(out, self.noise_multiplier * grid[1], grid[0], source, post=project)

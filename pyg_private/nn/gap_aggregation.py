@@ -17,7 +17,7 @@ from ._grid_gaussian import add_grid_gaussian_
 from ._grid_gaussian import plan_grid as plan_hop_grid
 from ..accounting.validation import check_positive_int
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.neighbour_sum import NeighbourSum
+from ..utils.csr_product import CsrProduct
 from ..utils.adjacency import validated_csr
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease
@@ -205,7 +205,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         prev = _normalize_rows_(x)
         out[:, :f] = prev
         spare = torch.empty_like(prev)  # two float64 buffers in turn: no temporary per product
-        neighbours = NeighbourSum(adj)  # the C kernel where it runs (the same sums), torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
         for k in range(1, self.K + 1):
             h = neighbours(prev, out=spare)  # A prev
             spare = prev

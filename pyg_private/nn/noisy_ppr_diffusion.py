@@ -21,7 +21,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.neighbour_sum import NeighbourSum
+from ..utils.csr_product import CsrProduct
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index, seed_matrix
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
@@ -497,7 +497,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         :math:`N \times C` state and in buffers allocated once: one clamp to :math:`[0, \eta d_i]`; the
         sparse product with 32-bit indices on the CPU (the adjacency's values are 1, so no product is
         rounded: each entry is a sum from 0 in the row's CSR order, as torch's and MKL's kernels add
-        it; :class:`~pyg_private.utils.neighbour_sum.NeighbourSum`'s AVX2 kernel computes the same sum
+        it; :class:`~pyg_private.utils.csr_product.CsrProduct`'s AVX2 kernel computes the same sum
         about twice as fast, bit for bit), written into the state's own buffer; on the grid, one multiplication by
         :math:`\tfrac12\beta/g` instead of :math:`\tfrac12\beta` and then :math:`1/g`, with the restart
         scaled by :math:`1/g`. Both agree exactly: :math:`1/g` is a power of two, and scaling by a power
@@ -527,7 +527,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         if grid is not None:  # the safe release's buffers: grid steps, integer noise
             steps = torch.empty(s0.shape, dtype=torch.int64, device=s0.device)
             ints = torch.empty(s0.numel(), dtype=torch.int64, device=s0.device)
-        neighbours = NeighbourSum(adj)  # A (D^-1 f(s)): the C kernel where it runs, torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # A (D^-1 f(s)): the C kernel where it runs, torch's otherwise
         s = s0.clone()
         xc = torch.empty_like(s)
         scaled = torch.empty_like(s)

@@ -1,0 +1,114 @@
+"""The product ``A @ x`` of a ``torch.sparse_csr`` adjacency with dense rows, called once per hop or
+step of a diffusion.
+
+On a CPU with AVX2 an optional C kernel (:mod:`pyg_private.utils._csr_product_native`, built at
+installation where a C compiler exists) computes it about twice as fast as torch's CSR kernel, with
+the same arithmetic in the same order (each entry summed from 0 in the row's CSR order, each term a
+rounded product, no fused multiply-add), hence the same float32 or float64 result bit for bit as
+``torch.sparse.mm(A, x)`` and ``torch.addmm`` (torch's ``reduce="sum"`` path rounds weighted terms
+differently; with unit values all three agree): it
+builds each output row in registers, so its only memory traffic is the neighbours' rows. For an
+adjacency whose stored values are all 1 (``unit_values=True``, float64) it skips the products.
+Elsewhere, or for other dtypes and layouts, torch computes it.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+try:  # the AVX2 kernels (optional: built at installation where a C compiler exists)
+    from . import _csr_product_native as _native
+except ImportError:  # pragma: no cover - depends on the installation
+    _native = None
+
+__all__ = ["CsrProduct", "csr_product_available"]
+
+
+def csr_product_available() -> bool:
+    """Whether the C kernels are installed and this CPU runs them (AVX2)."""
+    return _native is not None and bool(_native.available())
+
+
+class CsrProduct:
+    """``A @ x`` for one adjacency ``A``, called once per hop.
+
+    The adjacency's index arrays are checked once, here (int32, contiguous, ``crow`` from 0 to the
+    number of entries and non-decreasing, every column a row of ``x``; int64 ones that fit are
+    copied to int32 once), so that the kernel may run.
+
+    Args:
+        adj (Tensor): a ``torch.sparse_csr`` adjacency ``[R, N]`` (float32 or float64 values).
+        unit_values (bool, optional): every stored value is 1 (the caller's guarantee: the kernel
+            then reads no value). (default: :obj:`False`)
+        native (bool, optional): ``False`` forces torch's kernel (the same values); ``True``
+            requires the C kernel. (default: :obj:`None`, the C kernel where it can run)
+    """
+
+    def __init__(self, adj: Tensor, *, unit_values: bool = False, native: Optional[bool] = None) -> None:
+        self.adj = adj
+        self.unit_values = bool(unit_values)
+        if native is not False and csr_product_available():
+            adj = _with_int32_indices(adj)  # int64 indices that fit: one int32 copy for the kernel
+        self._kernel_adj = adj
+        can = csr_product_available() and self._indices_ok(adj)
+        if native and not can:
+            raise RuntimeError("the C CSR product cannot run here (not built, no AVX2, or indices it does not take)")
+        self.native = can if native is None else bool(native)
+
+    @staticmethod
+    def _indices_ok(adj: Tensor) -> bool:
+        if adj.layout != torch.sparse_csr or adj.device.type != "cpu" or adj.dim() != 2:
+            return False
+        crow, col = adj.crow_indices(), adj.col_indices()
+        if crow.dtype != torch.int32 or col.dtype != torch.int32 or not (crow.is_contiguous() and col.is_contiguous()):
+            return False
+        if crow.numel() != adj.size(0) + 1 or int(crow[0]) != 0 or int(crow[-1]) != col.numel():
+            return False
+        if crow.numel() > 1 and not bool((crow.diff() >= 0).all()):
+            return False
+        return col.numel() == 0 or (int(col.min()) >= 0 and int(col.max()) < adj.size(1))
+
+    def __call__(self, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
+        """``A @ x`` (into ``out`` when given: ``[R, C]``, never sharing memory with ``x``)."""
+        adj = self.adj
+        shape = (adj.size(0), x.size(-1))
+        if out is not None and out.numel() and x.numel() and \
+                out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            raise ValueError("`out` must not share memory with `x`")
+        if self.native and self._fits(x, out, shape):
+            kadj = self._kernel_adj
+            values = kadj.values()
+            if out is None:
+                out = torch.empty(shape, dtype=x.dtype)
+            unit = self.unit_values and x.dtype == torch.float64
+            _native.csr_product(kadj.crow_indices().data_ptr(), kadj.col_indices().data_ptr(),
+                                0 if unit else values.data_ptr(), x.data_ptr(), out.data_ptr(), shape[0], shape[1],
+                                64 if x.dtype == torch.float64 else 32)
+            return out
+        if out is None:  # torch's kernels; with weights, the one the kernel matches (addmm's, not the reduce path)
+            return torch.sparse.mm(adj, x, "sum") if self.unit_values and adj.device.type == "cpu" \
+                else torch.sparse.mm(adj, x)
+        return torch.addmm(out, adj, x, beta=0.0, out=out)
+
+    def _fits(self, x: Tensor, out: Optional[Tensor], shape: tuple[int, int]) -> bool:
+        values = self._kernel_adj.values()
+        return (x.dim() == 2 and x.size(0) == self._kernel_adj.size(1) and x.device.type == "cpu"
+                and x.dtype in (torch.float32, torch.float64) and values.dtype == x.dtype
+                and values.is_contiguous() and x.is_contiguous()
+                and (out is None or (tuple(out.shape) == shape and out.dtype == x.dtype
+                                     and out.device.type == "cpu" and out.is_contiguous())))
+
+
+def _with_int32_indices(adj: Tensor) -> Tensor:
+    """``adj`` with int32 index arrays where they are int64 and fit (a CPU CSR tensor only)."""
+    if adj.layout != torch.sparse_csr or adj.device.type != "cpu" or adj.crow_indices().dtype != torch.int64:
+        return adj
+    if max(adj.shape) >= 2 ** 31 or adj.col_indices().numel() >= 2 ** 31:
+        return adj
+    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(adj.crow_indices().int(), adj.col_indices().int(), adj.values(), adj.shape,
+                                       check_invariants=False)

@@ -1,0 +1,120 @@
+"""`CsrProduct`: the AVX2 kernels' ``A @ x`` equals torch's CSR product bit for bit (float32 and
+float64, weighted and unit values, every column count around the register blocks, empty rows, row
+blocks with global columns, ``out=``), and they are used only on inputs whose indices they take."""
+import shutil
+import sysconfig
+import warnings
+
+import pytest
+import torch
+
+from pyg_private.utils import csr_product as NS
+from pyg_private.utils.csr_product import CsrProduct
+
+needs_kernel = pytest.mark.skipif(not NS.csr_product_available(), reason="the C kernel is not built or no AVX2")
+
+
+def _csr(crow, col, shape, idt=torch.int32):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.sparse_csr_tensor(crow.to(idt), col.to(idt), torch.ones(col.numel(), dtype=torch.float64),
+                                       shape, check_invariants=False)
+
+
+def _graph(rows=300, n=300, nnz=4000, seed=0, empty=range(0)):
+    gen = torch.Generator().manual_seed(seed)
+    r = torch.randint(0, rows, (nnz,), generator=gen)
+    c = torch.randint(0, n, (nnz,), generator=gen)
+    keep = (r < empty.start) | (r >= empty.stop) if len(empty) else torch.ones_like(r, dtype=torch.bool)
+    key = torch.unique(r[keep] * n + c[keep])  # sorted, distinct
+    r, c = key // n, key % n
+    crow = torch.zeros(rows + 1, dtype=torch.long)
+    crow[1:] = torch.cumsum(torch.bincount(r, minlength=rows), 0)
+    return _csr(crow, c, (rows, n))
+
+
+def test_built_wherever_a_compiler_and_avx2_are():
+    if shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]) is None:
+        pytest.skip("no C compiler")
+    try:
+        from pyg_private.utils import _csr_product_native as native
+    except ImportError:
+        pytest.fail("pyg_private.utils._csr_product_native is missing: run `make install`")
+    assert isinstance(native.available(), bool)
+
+
+def _weighted(adj, dtype, seed=0):
+    values = torch.rand(adj.values().numel(), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.sparse_csr_tensor(adj.crow_indices(), adj.col_indices(), values.to(dtype), adj.shape)
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype, unit", [(torch.float64, True), (torch.float64, False), (torch.float32, False),
+                                         (torch.float32, True)])
+@pytest.mark.parametrize("channels", [1, 3, 4, 5, 8, 15, 16, 17, 20, 32, 33, 64, 100])
+def test_bit_identical_to_torch(channels, dtype, unit):
+    adj = _graph()
+    if not unit:
+        adj = _weighted(adj, dtype, seed=channels)
+    elif dtype == torch.float32:
+        adj = _weighted(adj, dtype).to_dense().ne(0).to(dtype).to_sparse_csr()  # ones in float32
+        adj = _csr(adj.crow_indices(), adj.col_indices(), adj.shape)
+        adj = torch.sparse_csr_tensor(adj.crow_indices(), adj.col_indices(), adj.values().float(), adj.shape)
+    x = torch.randn(300, channels, dtype=torch.float64, generator=torch.Generator().manual_seed(channels))
+    big = 1e300 if dtype == torch.float64 else 1e30
+    x[::7] *= big  # large and small magnitudes: any change of order would show
+    x[::11] /= big
+    x = x.to(dtype)
+    ref = torch.sparse.mm(adj, x)  # torch's addmm path (its reduce="sum" path rounds weighted terms differently)
+    if unit:
+        assert torch.equal(ref, torch.sparse.mm(adj, x, "sum"))
+    fast = CsrProduct(adj, unit_values=unit)
+    assert fast.native
+    got = fast(x)
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    assert torch.equal(got.view(bits), ref.view(bits))
+    out = torch.full_like(ref, float("nan"))
+    assert fast(x, out=out) is out and torch.equal(out.view(bits), ref.view(bits))
+    slow = CsrProduct(adj, unit_values=unit, native=False)  # the torch fallback: the same values
+    assert torch.equal(slow(x).view(bits), ref.view(bits))
+    assert torch.equal(slow(x, out=torch.empty_like(ref)).view(bits), ref.view(bits))
+
+
+@needs_kernel
+def test_row_block_with_global_columns_and_empty_rows():
+    block = _graph(rows=40, n=300, nnz=500, seed=3, empty=range(10, 19))  # a process's rows, global columns
+    x = torch.randn(300, 24, dtype=torch.float64)
+    fast = CsrProduct(block)
+    assert fast.native
+    assert torch.equal(fast(x), torch.sparse.mm(block, x, "sum"))
+    assert torch.equal(fast(x)[10:19], torch.zeros(9, 24, dtype=torch.float64))
+
+
+def test_torch_path_for_what_the_kernel_does_not_take():
+    adj64 = _graph()
+    adj64 = _csr(adj64.crow_indices(), adj64.col_indices(), (300, 300), idt=torch.int64)
+    x = torch.randn(300, 8, dtype=torch.float64)
+    fast64 = CsrProduct(adj64)  # int64 indices: an int32 copy for the kernel, where it runs
+    assert fast64.native == NS.csr_product_available()
+    assert torch.equal(fast64(x), torch.sparse.mm(adj64, x, "sum"))
+    bad = _graph()
+    col = bad.col_indices().clone()
+    col[0] = 300  # a column outside x's rows: the kernel would read out of bounds
+    assert not CsrProduct._indices_ok(_csr(bad.crow_indices(), col, (300, 300)))
+    x32 = torch.randn(300, 8)
+    adj32 = _csr(_graph().crow_indices(), _graph().col_indices(), (300, 300))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        adj32f = torch.sparse_csr_tensor(adj32.crow_indices(), adj32.col_indices(), adj32.values().float(),
+                                         (300, 300))
+    assert torch.equal(CsrProduct(adj32f)(x32), torch.sparse.mm(adj32f, x32, "sum"))  # float32: torch
+    assert torch.equal(CsrProduct(adj32, native=False)(x), torch.sparse.mm(adj32, x, "sum"))
+
+
+def test_out_overlapping_x_refused():
+    adj = _graph()
+    x = torch.randn(300, 8, dtype=torch.float64)
+    with pytest.raises(ValueError, match="share memory"):
+        CsrProduct(adj)(x, out=x)
