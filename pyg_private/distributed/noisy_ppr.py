@@ -281,9 +281,8 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
                 xc[seed_rows, seed_cols] = seed_vals
             torch.mul(xc, deg_inv, out=scaled)
             full = all_gather_rows(scaled, layout, info, buffer)  # D^-1 f(s), every row
-            s = neighbours(full)  # this process's rows of A (D^-1 f(s))
+            s = neighbours(full, add=xc, scale=factor)  # (beta/2)(I + A D^-1) f(s), this process's rows
             del full
-            s.add_(xc).mul_(factor)
             if restart is None:
                 s[seed_rows, seed_cols] += seed_restart
             else:

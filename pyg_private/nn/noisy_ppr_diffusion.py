@@ -539,8 +539,9 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
                 xc[seeds, cols] = seed_vals
             torch.mul(xc, deg_inv, out=scaled)
             # (A D^-1) f(s), normalised by the source degree
-            s = neighbours(scaled, out=s)  # s was read into xc above: its buffer takes the product
-            s.add_(xc).mul_(factor)  # (beta/2) (I + A D^-1) f(s), over g on the grid
+            # (beta/2) (I + A D^-1) f(s), over g on the grid, rounded as s.add_(xc).mul_(factor) would round it;
+            # s was read into xc above: its buffer takes the result
+            s = neighbours(scaled, out=s, add=xc, scale=factor)
             if restart is None:
                 s[seeds, cols] += seed_restart
             else:

@@ -1,7 +1,8 @@
 /*
  * The CSR product y = A x for a float32 or float64 adjacency A (int32 indices) and dense row-major x
  * of C columns: y[i, c] = sum over p in [crow[i], crow[i+1]) of val[p] * x[col[p], c], or of x[col[p], c]
- * alone for an adjacency whose stored values are all 1 (`ones`).
+ * alone for an adjacency whose stored values are all 1 (`ones`); in float64 optionally followed by
+ * y = (y + z) * scale in the same pass.
  *
  * It computes what torch's CSR kernel computes (each entry summed from 0 in the row's CSR order, each
  * term a product rounded before it is added, never a fused multiply-add: the same roundings in the
@@ -21,12 +22,15 @@
 #define HAVE_AVX2_KERNEL 1
 #include <immintrin.h>
 
-/* float64; val == NULL: every value 1 (no multiplication at all) */
+/* float64; val == NULL: every value 1 (no multiplication at all); z != NULL: y = (A x + z) * scale, the
+ * sum rounded, then the product (the two roundings of torch's y.add_(z).mul_(scale)) */
 __attribute__((target("avx2")))
 static void product_f64(const int32_t *crow, const int32_t *col, const double *val, const double *x, double *y,
-                        int64_t n, int64_t C) {
+                        int64_t n, int64_t C, const double *z, double scale) {
+    const __m256d sc = _mm256_set1_pd(scale);
     for (int64_t i = 0; i < n; i++) {
         double *yi = y + i * C;
+        const double *zi = z == NULL ? NULL : z + i * C;
         const int32_t p0 = crow[i], p1 = crow[i + 1];
         int64_t c = 0;
         for (; c + 16 <= C; c += 16) {
@@ -50,6 +54,12 @@ static void product_f64(const int32_t *crow, const int32_t *col, const double *v
                     a3 = _mm256_add_pd(a3, _mm256_mul_pd(v, _mm256_loadu_pd(xj + 12)));
                 }
             }
+            if (zi != NULL) {
+                a0 = _mm256_mul_pd(_mm256_add_pd(a0, _mm256_loadu_pd(zi + c)), sc);
+                a1 = _mm256_mul_pd(_mm256_add_pd(a1, _mm256_loadu_pd(zi + c + 4)), sc);
+                a2 = _mm256_mul_pd(_mm256_add_pd(a2, _mm256_loadu_pd(zi + c + 8)), sc);
+                a3 = _mm256_mul_pd(_mm256_add_pd(a3, _mm256_loadu_pd(zi + c + 12)), sc);
+            }
             _mm256_storeu_pd(yi + c, a0);
             _mm256_storeu_pd(yi + c + 4, a1);
             _mm256_storeu_pd(yi + c + 8, a2);
@@ -60,6 +70,10 @@ static void product_f64(const int32_t *crow, const int32_t *col, const double *v
             for (int32_t p = p0; p < p1; p++) {
                 const double t = x[(int64_t)col[p] * C + c];
                 a += val == NULL ? t : val[p] * t;
+            }
+            if (zi != NULL) {
+                const double b = a + zi[c];
+                a = b * scale;
             }
             yi[c] = a;
         }
@@ -120,11 +134,16 @@ static int available(void) {
 static PyObject *py_available(PyObject *self, PyObject *args) { return PyBool_FromLong(available()); }
 
 static PyObject *csr_product(PyObject *self, PyObject *args) {
-    unsigned long long crow, col, val, x, y;
+    unsigned long long crow, col, val, x, y, z = 0;
     long long n, C;
     int bits;
-    if (!PyArg_ParseTuple(args, "KKKKKLLi", &crow, &col, &val, &x, &y, &n, &C, &bits))
+    double scale = 1.0;
+    if (!PyArg_ParseTuple(args, "KKKKKLLi|Kd", &crow, &col, &val, &x, &y, &n, &C, &bits, &z, &scale))
         return NULL;
+    if (z != 0 && bits != 64) {
+        PyErr_SetString(PyExc_ValueError, "csr_product: the (A x + z) * scale form is float64 only");
+        return NULL;
+    }
     if (!available()) {
         PyErr_SetString(PyExc_RuntimeError, "csr_product: no AVX2 on this CPU");
         return NULL;
@@ -137,7 +156,8 @@ static PyObject *csr_product(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     if (bits == 64)
         product_f64((const int32_t *)(uintptr_t)crow, (const int32_t *)(uintptr_t)col, (const double *)(uintptr_t)val,
-                    (const double *)(uintptr_t)x, (double *)(uintptr_t)y, (int64_t)n, (int64_t)C);
+                    (const double *)(uintptr_t)x, (double *)(uintptr_t)y, (int64_t)n, (int64_t)C,
+                    (const double *)(uintptr_t)z, scale);
     else
         product_f32((const int32_t *)(uintptr_t)crow, (const int32_t *)(uintptr_t)col, (const float *)(uintptr_t)val,
                     (const float *)(uintptr_t)x, (float *)(uintptr_t)y, (int64_t)n, (int64_t)C);
@@ -149,9 +169,9 @@ static PyObject *csr_product(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"available", py_available, METH_NOARGS, "available() -> whether the AVX2 kernels run on this CPU"},
     {"csr_product", csr_product, METH_VARARGS,
-     "csr_product(crow, col, values, x, y, n, C, bits) -> None: y = A x (addresses of contiguous CPU buffers: "
-     "int32 crow/col, float32 or float64 values/x/y; values 0: every value 1, float64 only; see "
-     "pyg_private.utils.csr_product)"},
+     "csr_product(crow, col, values, x, y, n, C, bits[, z, scale]) -> None: y = A x, or (A x + z) * scale with "
+     "z (addresses of contiguous CPU buffers: int32 crow/col, float32 or float64 values/x/y; values 0: every "
+     "value 1; z: float64 only; see pyg_private.utils.csr_product)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,27 +71,44 @@ class CsrProduct:
             return False
         return col.numel() == 0 or (int(col.min()) >= 0 and int(col.max()) < adj.size(1))
 
-    def __call__(self, x: Tensor, out: Optional[Tensor] = None) -> Tensor:
-        """``A @ x`` (into ``out`` when given: ``[R, C]``, never sharing memory with ``x``)."""
+    def __call__(self, x: Tensor, out: Optional[Tensor] = None, *, add: Optional[Tensor] = None,
+                 scale: float = 1.0) -> Tensor:
+        """``A @ x`` (into ``out`` when given: ``[R, C]``, never sharing memory with ``x`` or ``add``);
+        with ``add`` (``[R, C]``), ``(A @ x + add) * scale``, rounded as ``y.add_(add).mul_(scale)``
+        rounds it (in the kernel's pass for float64)."""
         adj = self.adj
         shape = (adj.size(0), x.size(-1))
-        if out is not None and out.numel() and x.numel() and \
-                out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
-            raise ValueError("`out` must not share memory with `x`")
-        if self.native and self._fits(x, out, shape):
+        for other in (x, add):
+            if out is not None and other is not None and out.numel() and other.numel() and \
+                    out.untyped_storage().data_ptr() == other.untyped_storage().data_ptr():
+                raise ValueError("`out` must not share memory with `x` or `add`")
+        if self.native and self._fits(x, out, shape) and (add is None or self._fits_add(add, x, shape)):
             kadj = self._kernel_adj
             values = kadj.values()
             if out is None:
                 out = torch.empty(shape, dtype=x.dtype)
             unit = self.unit_values and x.dtype == torch.float64
-            _native.csr_product(kadj.crow_indices().data_ptr(), kadj.col_indices().data_ptr(),
-                                0 if unit else values.data_ptr(), x.data_ptr(), out.data_ptr(), shape[0], shape[1],
-                                64 if x.dtype == torch.float64 else 32)
-            return out
+            args = (kadj.crow_indices().data_ptr(), kadj.col_indices().data_ptr(), 0 if unit else values.data_ptr(),
+                    x.data_ptr(), out.data_ptr(), shape[0], shape[1], 64 if x.dtype == torch.float64 else 32)
+            if add is None:
+                _native.csr_product(*args)
+                return out
+            if x.dtype == torch.float64:
+                _native.csr_product(*args, add.data_ptr(), float(scale))
+                return out
+            _native.csr_product(*args)
+            return out.add_(add).mul_(scale)
         if out is None:  # torch's kernels; with weights, the one the kernel matches (addmm's, not the reduce path)
-            return torch.sparse.mm(adj, x, "sum") if self.unit_values and adj.device.type == "cpu" \
+            out = torch.sparse.mm(adj, x, "sum") if self.unit_values and adj.device.type == "cpu" \
                 else torch.sparse.mm(adj, x)
-        return torch.addmm(out, adj, x, beta=0.0, out=out)
+        else:
+            torch.addmm(out, adj, x, beta=0.0, out=out)
+        return out if add is None else out.add_(add).mul_(scale)
+
+    @staticmethod
+    def _fits_add(add: Tensor, x: Tensor, shape: tuple[int, int]) -> bool:
+        return (tuple(add.shape) == shape and add.dtype == x.dtype and add.device.type == "cpu"
+                and add.is_contiguous())
 
     def _fits(self, x: Tensor, out: Optional[Tensor], shape: tuple[int, int]) -> bool:
         values = self._kernel_adj.values()

@@ -118,3 +118,21 @@ def test_out_overlapping_x_refused():
     x = torch.randn(300, 8, dtype=torch.float64)
     with pytest.raises(ValueError, match="share memory"):
         CsrProduct(adj)(x, out=x)
+
+
+@pytest.mark.parametrize("channels", [1, 5, 16, 25, 100])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_add_and_scale_rounded_as_torch(channels, dtype):
+    adj = _weighted(_graph(), dtype, seed=1)
+    gen = torch.Generator().manual_seed(channels)
+    x = torch.randn(300, channels, generator=gen, dtype=torch.float64).to(dtype)
+    z = torch.randn(300, channels, generator=gen, dtype=torch.float64).to(dtype)
+    ref = torch.sparse.mm(adj, x).add_(z).mul_(0.4)
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    for native in (None, False):
+        fast = CsrProduct(adj, native=native)
+        assert torch.equal(fast(x, add=z, scale=0.4).view(bits), ref.view(bits))
+        out = torch.empty_like(ref)
+        assert torch.equal(fast(x, out=out, add=z, scale=0.4).view(bits), ref.view(bits))
+    with pytest.raises(ValueError, match="share memory"):
+        CsrProduct(adj)(x, out=z, add=z)
