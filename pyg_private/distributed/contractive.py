@@ -6,11 +6,11 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 from torch_geometric.typing import Adj
-from torch_geometric.utils import spmm
 
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.contractive_graph_layer import ContractiveGraphLayer, _all_finite, _clip_rows
+from ..utils.csr_product import CsrProduct
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from ._comm import GroupInfo, Layout, agree
 from ._release import RowPartitionedRelease
@@ -160,10 +160,11 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
         std = layer.noise_std
         source, generator = self._streams(info, x.device, std, grid)
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
+        product = CsrProduct(adj)  # the C kernel where it runs (the single process's values), torch's otherwise
         for _ in range(layer.K):
             full = self._gather(info, layout, h)
             if layer.alpha1 > 0:
-                out = spmm(adj, full, reduce="sum").addcmul_(h, self_loop)
+                out = product(full).addcmul_(h, self_loop)
             else:
                 out = torch.zeros_like(h)
             if layer.alpha1 < 1.0:
