@@ -19,12 +19,17 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..mechanisms.randomness import run_tasks
+
 try:  # the AVX2 kernels (optional: built at installation where a C compiler exists)
     from . import _csr_product_native as _native
 except ImportError:  # pragma: no cover - depends on the installation
     _native = None
 
 __all__ = ["CsrProduct", "csr_product_available"]
+
+#: rows are split over torch's threads only when each gets at least this many stored entries
+_MIN_ENTRIES_PER_THREAD = 1 << 16
 
 
 def csr_product_available() -> bool:
@@ -57,6 +62,7 @@ class CsrProduct:
         if native and not can:
             raise RuntimeError("the C CSR product cannot run here (not built, no AVX2, or indices it does not take)")
         self.native = can if native is None else bool(native)
+        self._ranges: Optional[tuple[int, list[tuple[int, int]]]] = None
 
     @staticmethod
     def _indices_ok(adj: Tensor) -> bool:
@@ -88,22 +94,44 @@ class CsrProduct:
             if out is None:
                 out = torch.empty(shape, dtype=x.dtype)
             unit = self.unit_values and x.dtype == torch.float64
-            args = (kadj.crow_indices().data_ptr(), kadj.col_indices().data_ptr(), 0 if unit else values.data_ptr(),
-                    x.data_ptr(), out.data_ptr(), shape[0], shape[1], 64 if x.dtype == torch.float64 else 32)
-            if add is None:
-                _native.csr_product(*args)
-                return out
-            if x.dtype == torch.float64:
-                _native.csr_product(*args, add.data_ptr(), float(scale))
-                return out
-            _native.csr_product(*args)
-            return out.add_(add).mul_(scale)
+            fused = add is not None and x.dtype == torch.float64
+            self._run(kadj, 0 if unit else values.data_ptr(), x, out, add if fused else None, float(scale))
+            return out if add is None or fused else out.add_(add).mul_(scale)
         if out is None:  # torch's kernels; with weights, the one the kernel matches (addmm's, not the reduce path)
             out = torch.sparse.mm(adj, x, "sum") if self.unit_values and adj.device.type == "cpu" \
                 else torch.sparse.mm(adj, x)
         else:
             torch.addmm(out, adj, x, beta=0.0, out=out)
         return out if add is None else out.add_(add).mul_(scale)
+
+    def _run(self, kadj: Tensor, values: int, x: Tensor, out: Tensor, add: Optional[Tensor], scale: float) -> None:
+        """The kernel over row ranges of about equal numbers of entries, one per torch thread (the
+        kernel releases the GIL; each range writes only its own output rows)."""
+        crow = kadj.crow_indices()
+        rows, width = out.shape
+        item = out.element_size()
+        bits = 64 if x.dtype == torch.float64 else 32
+        ranges = self._row_ranges(crow, torch.get_num_threads())
+
+        def task(k: int) -> None:
+            r0, r1 = ranges[k]
+            args = (crow.data_ptr() + 4 * r0, kadj.col_indices().data_ptr(), values, x.data_ptr(),
+                    out.data_ptr() + item * r0 * width, r1 - r0, width, bits)
+            if add is None:
+                _native.csr_product(*args)
+            else:
+                _native.csr_product(*args, add.data_ptr() + item * r0 * width, scale)
+
+        run_tasks(task, len(ranges), out.device)
+
+    def _row_ranges(self, crow: Tensor, threads: int) -> list[tuple[int, int]]:
+        rows, nnz = crow.numel() - 1, int(crow[-1])
+        parts = max(1, min(threads, nnz // _MIN_ENTRIES_PER_THREAD, rows))
+        if self._ranges is None or self._ranges[0] != parts:
+            targets = torch.arange(1, parts, dtype=torch.int64) * nnz // parts
+            cuts = [0, *torch.searchsorted(crow.long(), targets).tolist(), rows]
+            self._ranges = (parts, [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a] or [(0, rows)])
+        return self._ranges[1]
 
     @staticmethod
     def _fits_add(add: Tensor, x: Tensor, shape: tuple[int, int]) -> bool:

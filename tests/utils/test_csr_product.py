@@ -136,3 +136,22 @@ def test_add_and_scale_rounded_as_torch(channels, dtype):
         assert torch.equal(fast(x, out=out, add=z, scale=0.4).view(bits), ref.view(bits))
     with pytest.raises(ValueError, match="share memory"):
         CsrProduct(adj)(x, out=z, add=z)
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_threads_split_rows_with_the_same_result(dtype):
+    adj = _weighted(_graph(rows=2000, n=2000, nnz=300_000, seed=4), dtype, seed=4)
+    x = torch.randn(2000, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(4)).to(dtype)
+    z = torch.randn(2000, 40, dtype=torch.float64, generator=torch.Generator().manual_seed(5)).to(dtype)
+    ref = torch.sparse.mm(adj, x)
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 3):
+            torch.set_num_threads(t)
+            fast = CsrProduct(adj)
+            assert torch.equal(fast(x), ref)
+            assert len(fast._row_ranges(fast._kernel_adj.crow_indices(), t)) == t
+            assert torch.equal(fast(x, add=z, scale=0.3), ref.clone().add_(z).mul_(0.3))
+    finally:
+        torch.set_num_threads(threads)
