@@ -213,13 +213,18 @@ def exchange_transpose(keys: Tensor, layout: Layout, num_nodes: int, info: Group
 
 
 def local_csr(keys: Tensor, row_range: tuple[int, int], num_nodes: int) -> tuple[Tensor, Tensor]:
-    """``(crow, col)`` of this process's rows (``end - start`` rows, global columns) from sorted keys."""
+    """``(crow, col)`` of this process's rows (``end - start`` rows, global columns) from sorted keys;
+    int32 where the node count and the entries fit (half the index memory, and the form the CSR
+    product kernel takes without a copy), int64 otherwise."""
     start, end = row_range
     n = int(num_nodes)
     row = keys // n - start
-    crow = torch.zeros(end - start + 1, dtype=torch.long, device=keys.device)
+    small = n < 2 ** 31 and keys.numel() < 2 ** 31
+    crow = torch.zeros(end - start + 1, dtype=torch.int32 if small else torch.long, device=keys.device)
     torch.cumsum(torch.bincount(row, minlength=end - start), 0, out=crow[1:])
-    return crow, keys % n
+    del row
+    col = keys % n
+    return crow, (col.to(torch.int32) if small else col)
 
 
 def block_csr(crow: Tensor, col: Tensor, values: Tensor, num_nodes: int) -> Tensor:
