@@ -21,7 +21,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.csr_product import CsrProduct
+from ..utils.csr_product import CsrProduct, clamp_and_scale_rows
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index, seed_matrix
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
@@ -512,7 +512,6 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         if on_cpu:
             adj = _int32_indices(adj)
         deg_inv = inverse_degree(deg).unsqueeze(-1)
-        lower = s0.new_zeros(())
         upper = (self.eta * deg).unsqueeze(-1)  # f clips entry i to [0, eta d_i]
         exempt = self.personalized and seeds is not None  # the seed's own entry is not clipped from above
         scale = 1.0 if grid is None else 1.0 / grid.granularity  # exact: a power of two
@@ -534,11 +533,10 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         for _ in range(self.num_iterations):
             if exempt:
                 seed_vals = s[seeds, cols].clamp_(min=0.0)
-            torch.clamp(s, min=lower, max=upper, out=xc)  # f(s)
+            clamp_and_scale_rows(s, upper, deg_inv, xc, scaled)  # f(s), and D^-1 f(s) (normalised by the source degree)
             if exempt:
                 xc[seeds, cols] = seed_vals
-            torch.mul(xc, deg_inv, out=scaled)
-            # (A D^-1) f(s), normalised by the source degree
+                scaled[seeds, cols] = seed_vals * deg_inv[seeds, 0]  # the same product torch.mul forms
             # (beta/2) (I + A D^-1) f(s), over g on the grid, rounded as s.add_(xc).mul_(factor) would round it;
             # s was read into xc above: its buffer takes the result
             s = neighbours(scaled, out=s, add=xc, scale=factor)

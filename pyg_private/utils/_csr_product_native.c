@@ -2,7 +2,8 @@
  * The CSR product y = A x for a float32 or float64 adjacency A (int32 indices) and dense row-major x
  * of C columns: y[i, c] = sum over p in [crow[i], crow[i+1]) of val[p] * x[col[p], c], or of x[col[p], c]
  * alone for an adjacency whose stored values are all 1 (`ones`); in float64 optionally followed by
- * y = (y + z) * scale in the same pass.
+ * y = (y + z) * scale in the same pass. Also the input side of a diffusion step (clamp and scale
+ * every row, `clamp_scale`), the pass that feeds the product.
  *
  * It computes what torch's CSR kernel computes (each entry summed from 0 in the row's CSR order, each
  * term a product rounded before it is added, never a fused multiply-add: the same roundings in the
@@ -65,6 +66,16 @@ static void product_f64(const int32_t *crow, const int32_t *col, const double *v
             _mm256_storeu_pd(yi + c + 8, a2);
             _mm256_storeu_pd(yi + c + 12, a3);
         }
+        for (; c + 4 <= C; c += 4) { /* the remaining blocks of 4: one register each */
+            __m256d a0 = _mm256_setzero_pd();
+            for (int32_t p = p0; p < p1; p++) {
+                const __m256d t = _mm256_loadu_pd(x + (int64_t)col[p] * C + c);
+                a0 = _mm256_add_pd(a0, val == NULL ? t : _mm256_mul_pd(_mm256_set1_pd(val[p]), t));
+            }
+            if (zi != NULL)
+                a0 = _mm256_mul_pd(_mm256_add_pd(a0, _mm256_loadu_pd(zi + c)), sc);
+            _mm256_storeu_pd(yi + c, a0);
+        }
         for (; c < C; c++) {
             double a = 0.0;
             for (int32_t p = p0; p < p1; p++) {
@@ -120,6 +131,25 @@ static void product_f32(const int32_t *crow, const int32_t *col, const float *va
         }
     }
 }
+
+/* The input side of a diffusion step, in one pass: xc = clamp(s, 0, hi[i]) and scaled = xc * w[i] for
+ * every row i (float64, C columns), the same two operations as torch.clamp and torch.mul. */
+__attribute__((target("avx2")))
+static void clamp_scale_f64(const double *s, const double *hi, const double *w, double *xc, double *scaled,
+                            int64_t n, int64_t C) {
+    for (int64_t i = 0; i < n; i++) {
+        const double h = hi[i], wi = w[i];
+        const double *si = s + i * C;
+        double *xi = xc + i * C, *yi = scaled + i * C;
+        for (int64_t c = 0; c < C; c++) {
+            double v = si[c];
+            v = v < 0.0 ? 0.0 : v;
+            v = v > h ? h : v;
+            xi[c] = v;
+            yi[c] = v * wi;
+        }
+    }
+}
 #endif
 
 static int available(void) {
@@ -166,7 +196,32 @@ static PyObject *csr_product(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *clamp_scale(PyObject *self, PyObject *args) {
+    unsigned long long sp, hi, w, xc, scaled;
+    long long n, C;
+    if (!PyArg_ParseTuple(args, "KKKKKLL", &sp, &hi, &w, &xc, &scaled, &n, &C))
+        return NULL;
+    if (!available()) {
+        PyErr_SetString(PyExc_RuntimeError, "clamp_scale: no AVX2 on this CPU");
+        return NULL;
+    }
+    if (n < 0 || C < 0) {
+        PyErr_SetString(PyExc_ValueError, "clamp_scale: negative size");
+        return NULL;
+    }
+#ifdef HAVE_AVX2_KERNEL
+    Py_BEGIN_ALLOW_THREADS
+    clamp_scale_f64((const double *)(uintptr_t)sp, (const double *)(uintptr_t)hi, (const double *)(uintptr_t)w,
+                    (double *)(uintptr_t)xc, (double *)(uintptr_t)scaled, (int64_t)n, (int64_t)C);
+    Py_END_ALLOW_THREADS
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"clamp_scale", clamp_scale, METH_VARARGS,
+     "clamp_scale(s, hi, w, xc, scaled, n, C) -> None: xc = clamp(s, 0, hi[i]), scaled = xc * w[i] (float64, "
+     "contiguous CPU buffers; see pyg_private.utils.csr_product.clamp_and_scale_rows)"},
     {"available", py_available, METH_NOARGS, "available() -> whether the AVX2 kernels run on this CPU"},
     {"csr_product", csr_product, METH_VARARGS,
      "csr_product(crow, col, values, x, y, n, C, bits[, z, scale]) -> None: y = A x, or (A x + z) * scale with "

@@ -26,7 +26,7 @@ try:  # the AVX2 kernels (optional: built at installation where a C compiler exi
 except ImportError:  # pragma: no cover - depends on the installation
     _native = None
 
-__all__ = ["CsrProduct", "csr_product_available"]
+__all__ = ["CsrProduct", "csr_product_available", "clamp_and_scale_rows"]
 
 #: rows are split over torch's threads only when each gets at least this many stored entries
 _MIN_ENTRIES_PER_THREAD = 1 << 16
@@ -157,3 +157,21 @@ def _with_int32_indices(adj: Tensor) -> Tensor:
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         return torch.sparse_csr_tensor(adj.crow_indices().int(), adj.col_indices().int(), adj.values(), adj.shape,
                                        check_invariants=False)
+
+
+def clamp_and_scale_rows(s: Tensor, upper: Tensor, weight: Tensor, xc: Tensor, scaled: Tensor) -> None:
+    """``xc = clamp(s, 0, upper)`` and ``scaled = xc * weight`` (``upper`` and ``weight`` of shape
+    ``[N, 1]``, one bound and one weight per row), in one pass of the C kernel for contiguous float64
+    CPU tensors, by ``torch.clamp`` and ``torch.mul`` otherwise: the same values either way (one
+    clamp and one rounded product per entry)."""
+    if (csr_product_available() and s.dim() == 2 and s.device.type == "cpu"
+            and all(t.dtype == torch.float64 and t.device.type == "cpu" and t.is_contiguous()
+                    for t in (s, upper, weight, xc, scaled))
+            and tuple(upper.shape) == tuple(weight.shape) == (s.size(0), 1)
+            and tuple(xc.shape) == tuple(scaled.shape) == tuple(s.shape)
+            and len({t.untyped_storage().data_ptr() for t in (s, xc, scaled)}) == 3):
+        _native.clamp_scale(s.data_ptr(), upper.data_ptr(), weight.data_ptr(), xc.data_ptr(), scaled.data_ptr(),
+                            s.size(0), s.size(1))
+        return
+    torch.clamp(s, min=s.new_zeros(()), max=upper, out=xc)
+    torch.mul(xc, weight, out=scaled)

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ..accounting.validation import check_restart_probability
 from .adjacency import adjacency_csr, inverse_degree
+from .csr_product import CsrProduct
 from .graph_validation import adjacency_to_edge_index, simple_undirected
 
 __all__ = ["seed_matrix", "lazy_ppr"]
@@ -91,7 +92,8 @@ def lazy_ppr(edge_index: Any, num_nodes: Optional[int] = None, *, seed_index: An
     restart = (1.0 - beta) * s0
     s = s0.clone()
     scaled = torch.empty_like(s)
+    product = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same values), torch's otherwise
     for _ in range(int(num_iterations)):
         torch.mul(s, deg_inv, out=scaled)
-        s = (adj @ scaled).add_(s).mul_(0.5 * beta).add_(restart)
+        s = product(scaled, add=s, scale=0.5 * beta).add_(restart)  # (A scaled + s) beta/2 + restart
     return s

@@ -155,3 +155,30 @@ def test_threads_split_rows_with_the_same_result(dtype):
             assert torch.equal(fast(x, add=z, scale=0.3), ref.clone().add_(z).mul_(0.3))
     finally:
         torch.set_num_threads(threads)
+
+
+@needs_kernel
+def test_lazy_ppr_same_with_and_without_the_kernel(monkeypatch):
+    from torch_geometric.utils import to_undirected
+
+    from pyg_private.utils import lazy_ppr
+    n = 500
+    ei = to_undirected(torch.randint(0, n, (2, 6000), generator=torch.Generator().manual_seed(0)), num_nodes=n)
+    ei = ei[:, ei[0] != ei[1]]
+    seeds = torch.arange(0, n, 37)
+    fast = lazy_ppr(ei, n, seed_index=seeds, alpha=0.2, num_iterations=20)
+    monkeypatch.setattr(NS, "_native", None)
+    assert torch.equal(fast, lazy_ppr(ei, n, seed_index=seeds, alpha=0.2, num_iterations=20))
+
+
+@pytest.mark.parametrize("channels", [1, 7, 100])
+def test_clamp_and_scale_rows_as_torch(channels):
+    from pyg_private.utils.csr_product import clamp_and_scale_rows
+    gen = torch.Generator().manual_seed(channels)
+    s = torch.randn(400, channels, dtype=torch.float64, generator=gen) * torch.tensor(1e-6, dtype=torch.float64)
+    upper = torch.rand(400, 1, dtype=torch.float64, generator=gen) * 1e-6
+    weight = 1.0 / torch.randint(1, 50, (400, 1), generator=gen).to(torch.float64)
+    xc, scaled = torch.full_like(s, float("nan")), torch.full_like(s, float("nan"))
+    clamp_and_scale_rows(s, upper, weight, xc, scaled)
+    ref = torch.clamp(s, min=s.new_zeros(()), max=upper)
+    assert torch.equal(xc, ref) and torch.equal(scaled, torch.mul(ref, weight))
