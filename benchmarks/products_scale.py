@@ -81,6 +81,7 @@ from pyg_private.nn import (  # noqa: E402
     NoisyPPRDiffusion,
     PerturbedAPPRConv,
 )
+from pyg_private.utils.csr_product import CsrProduct  # noqa: E402
 
 NUM_NODES = 2_449_029
 NUM_EDGES = 61_859_140  # undirected
@@ -314,8 +315,8 @@ def degree_summary(crow: Tensor) -> str:
 
 # --------------------------------------------------------------------------- hop timing
 class HopLog:
-    """Times every sparse-dense product of a case (a layer's ``propagate``, or ``torch.mm``,
-    ``torch.addmm`` or ``torch.sparse.mm`` with a sparse operand; nested calls count once) and the interval between the
+    """Times every sparse-dense product of a case (a layer's ``propagate``, ``CsrProduct``, or
+    ``torch.mm``, ``torch.addmm`` or ``torch.sparse.mm`` with a sparse operand; nested calls count once) and the interval between the
     ends of consecutive products (one whole hop), printing the first three, every tenth, and any
     over 2 s as they end."""
 
@@ -351,12 +352,14 @@ class HopLog:
 
     @contextlib.contextmanager
     def hooked(self, layer=None):
-        """Time ``layer.propagate`` and every sparse ``torch.mm`` / ``addmm`` / ``sparse.mm`` in the block."""
+        """Time ``layer.propagate``, ``CsrProduct`` and every sparse ``torch.mm`` / ``addmm`` / ``sparse.mm``
+        in the block."""
         if layer is not None and hasattr(layer, "propagate"):
             layer.propagate = self.wrap(layer.propagate)
         with patched(torch, "mm", self.wrap(torch.mm, sparse_only=True)), \
                 patched(torch, "addmm", self.wrap(torch.addmm, sparse_only=True)), \
-                patched(torch.sparse, "mm", self.wrap(torch.sparse.mm, sparse_only=True)):
+                patched(torch.sparse, "mm", self.wrap(torch.sparse.mm, sparse_only=True)), \
+                patched(CsrProduct, "__call__", self.wrap(CsrProduct.__call__)):
             yield
 
 
