@@ -65,9 +65,16 @@ def fingerprint(public: Key, meta: Sequence[Any]) -> str:
 
 
 def _same(a: Optional[Tensor], b: Optional[Tensor]) -> bool:
+    """Equal tensors; index arrays of different integer dtypes (an int32 CSR and the int64 arrays of
+    the same graph) compare by value, floating ones must share their dtype."""
     if a is None or b is None:
         return a is None and b is None
-    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b.to(a.device))
+    if a.shape != b.shape:
+        return False
+    if a.dtype != b.dtype:
+        integral = all(not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool for t in (a, b))
+        return integral and torch.equal(a.long(), b.to(a.device).long())
+    return torch.equal(a, b.to(a.device))
 
 
 def _keep(t: Optional[Tensor]) -> Optional[Tensor]:

@@ -67,3 +67,18 @@ def test_gap_int32_equals_edge_index_without_noise():
     layer = GAPAggregation(3, noise_multiplier=0.0, cached=False)
     a = layer(x, adj32)
     assert a.shape == (400, 32) and torch.equal(a, layer(x, ei))
+
+
+def test_cached_release_reused_across_index_dtypes():
+    from pyg_private import PrivacyAccountant
+    adj32, ei = _csr()
+    x = torch.randn(400, 8, generator=torch.Generator().manual_seed(0))
+    acct = PrivacyAccountant()
+    layer = ContractiveGraphLayer(3, 0.9, min_degree=0, noise_multiplier=2.0, cached=True, accountant=acct)
+    a = layer(x, adj32)
+    b = layer(x, ei)  # the same graph as int64 arrays: the cached release, no new charge
+    assert torch.equal(a, b) and len(acct.events) == 1
+    u, v = int(ei[0, 0]), int(ei[1, 0])
+    keep = ~(((ei[0] == u) & (ei[1] == v)) | ((ei[0] == v) & (ei[1] == u)))
+    layer(x, ei[:, keep])  # one undirected edge fewer: a new release, charged
+    assert len(acct.events) == 2
