@@ -14,9 +14,9 @@ from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import add_noise_on_grid_
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
-from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid, _int32_indices
+from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid
 from ..utils.adjacency import inverse_degree
-from ..utils.csr_product import CsrProduct
+from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, with_int32_indices
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
@@ -248,11 +248,10 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         on_cpu = s0.device.type == "cpu"
         adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device), n)
         if on_cpu:
-            adj = _int32_indices(adj)
+            adj = with_int32_indices(adj)
         neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
         deg = crow.diff().to(torch.float64)
         deg_inv = inverse_degree(deg).unsqueeze(-1)
-        lower = s0.new_zeros(())
         upper = (layer.eta * deg).unsqueeze(-1)
         exempt = layer.personalized and seeds is not None
         scale = 1.0 if grid is None else 1.0 / grid.granularity
@@ -276,10 +275,10 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         for _ in range(layer.num_iterations):
             if exempt:
                 seed_vals = s[seed_rows, seed_cols].clamp_(min=0.0)
-            torch.clamp(s, min=lower, max=upper, out=xc)  # f(s) on this process's rows
+            clamp_and_scale_rows(s, upper, deg_inv, xc, scaled)  # f(s) and D^-1 f(s) on this process's rows
             if exempt:
                 xc[seed_rows, seed_cols] = seed_vals
-            torch.mul(xc, deg_inv, out=scaled)
+                scaled[seed_rows, seed_cols] = seed_vals * deg_inv[seed_rows, 0]  # the product torch.mul forms
             full = all_gather_rows(scaled, layout, info, buffer)  # D^-1 f(s), every row
             s = neighbours(full, add=xc, scale=factor)  # (beta/2)(I + A D^-1) f(s), this process's rows
             del full

@@ -27,6 +27,10 @@ __all__ = ["even_row_ranges", "row_block", "check_partition", "check_row_range",
 #: The largest node count whose (row, column) pairs are keyed as ``row * N + col`` in int64.
 MAX_NODES = 3_037_000_499
 
+#: up to this many processes the transpose exchange groups its entries with one mask pass per
+#: destination; beyond, a stable sort (a pass per destination would cost world x entries)
+_MASKED_GROUPING_WORLD = 8
+
 
 def even_row_ranges(num_nodes: int, world_size: int) -> list[tuple[int, int]]:
     """Contiguous blocks ``[start, end)`` of ``num_nodes`` nodes for ``world_size`` processes, the
@@ -189,7 +193,8 @@ def exchange_transpose(keys: Tensor, layout: Layout, num_nodes: int, info: Group
     """Send every local entry ``(u, v)`` (key ``u * N + v``) to the owner of ``v`` as ``(v, u)``; return
     the sorted keys this process received (the transposes of the entries in its rows' columns).
     Two ``all_to_all_single`` calls; no process holds more than its own rows' worth, and the entries
-    are grouped by destination without a sort (about 40 bytes an entry at the peak)."""
+    are grouped by destination without a sort up to :data:`_MASKED_GROUPING_WORLD` processes (about
+    40 bytes an entry at the peak), by one stable sort beyond."""
     import torch.distributed as dist
 
     n = int(num_nodes)
@@ -197,12 +202,7 @@ def exchange_transpose(keys: Tensor, layout: Layout, num_nodes: int, info: Group
     dest = layout.owner(col)
     send_keys = col.mul_(n).add_(keys // n)  # (v, u)
     counts = torch.bincount(dest, minlength=info.world)
-    send = torch.empty_like(send_keys)  # grouped by destination, each group in the local order
-    offset = 0
-    for r, c in enumerate(counts.tolist()):
-        if c:
-            torch.masked_select(send_keys, dest == r, out=send[offset:offset + c])
-        offset += c
+    send = _group_by_destination(send_keys, dest, counts)
     del send_keys, dest, col
     received_counts = torch.empty_like(counts, device=info.device)
     dist.all_to_all_single(received_counts, counts.to(info.device), group=info.group)
@@ -210,6 +210,21 @@ def exchange_transpose(keys: Tensor, layout: Layout, num_nodes: int, info: Group
     dist.all_to_all_single(received, send.to(info.device), output_split_sizes=received_counts.tolist(),
                            input_split_sizes=counts.tolist(), group=info.group)
     return torch.sort(received.to(keys.device)).values
+
+
+def _group_by_destination(keys: Tensor, dest: Tensor, counts: Tensor) -> Tensor:
+    """``keys`` grouped by destination rank (``counts[r]`` of them go to rank ``r``), each group in its
+    original order: a mask pass per destination for few processes (no sort, less memory), one stable
+    sort for many."""
+    if counts.numel() > _MASKED_GROUPING_WORLD:
+        return keys.index_select(0, torch.sort(dest, stable=True).indices)
+    send = torch.empty_like(keys)
+    offset = 0
+    for r, c in enumerate(counts.tolist()):
+        if c:
+            torch.masked_select(keys, dest == r, out=send[offset:offset + c])
+        offset += c
+    return send
 
 
 def local_csr(keys: Tensor, row_range: tuple[int, int], num_nodes: int) -> tuple[Tensor, Tensor]:

@@ -2,7 +2,6 @@ r"""Edge-private personalized PageRank by noisy graph diffusion (Wei, Chien and 
 from __future__ import annotations
 
 import math
-import warnings
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple, Optional, Sequence
 
@@ -21,7 +20,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.csr_product import CsrProduct, clamp_and_scale_rows
+from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, with_int32_indices
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index, seed_matrix
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
@@ -33,17 +32,6 @@ __all__ = ["NoisyPPRDiffusion", "PPRGrid"]
 Projection = Optional[Literal["l1_ball", "simplex"]]
 
 _MAX_VALUE_STEPS = 2.0 ** 60
-
-
-def _int32_indices(adj: Tensor) -> Tensor:
-    """The CSR matrix with 32-bit indices where they fit: the same product from half the index bytes
-    (the arrays of :func:`~pyg_private.utils.adjacency_csr`, already checked, are reused as they are)."""
-    if adj.size(0) >= 2 ** 31 or adj.values().numel() >= 2 ** 31:
-        return adj
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return torch.sparse_csr_tensor(adj.crow_indices().int(), adj.col_indices().int(), adj.values(), adj.shape,
-                                       check_invariants=False)
 
 
 class PPRGrid(NamedTuple):
@@ -510,7 +498,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
         deg = crow.diff().to(torch.float64)
         if on_cpu:
-            adj = _int32_indices(adj)
+            adj = with_int32_indices(adj)
         deg_inv = inverse_degree(deg).unsqueeze(-1)
         upper = (self.eta * deg).unsqueeze(-1)  # f clips entry i to [0, eta d_i]
         exempt = self.personalized and seeds is not None  # the seed's own entry is not clipped from above

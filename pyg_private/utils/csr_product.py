@@ -26,7 +26,7 @@ try:  # the AVX2 kernels (optional: built at installation where a C compiler exi
 except ImportError:  # pragma: no cover - depends on the installation
     _native = None
 
-__all__ = ["CsrProduct", "csr_product_available", "clamp_and_scale_rows"]
+__all__ = ["CsrProduct", "csr_product_available", "clamp_and_scale_rows", "with_int32_indices"]
 
 #: rows are split over torch's threads only when each gets at least this many stored entries
 _MIN_ENTRIES_PER_THREAD = 1 << 16
@@ -56,7 +56,7 @@ class CsrProduct:
         self.adj = adj
         self.unit_values = bool(unit_values)
         if native is not False and csr_product_available():
-            adj = _with_int32_indices(adj)  # int64 indices that fit: one int32 copy for the kernel
+            adj = with_int32_indices(adj)  # int64 indices that fit: one int32 copy for the kernel
         self._kernel_adj = adj
         can = csr_product_available() and self._indices_ok(adj)
         if native and not can:
@@ -147,8 +147,9 @@ class CsrProduct:
                                      and out.device.type == "cpu" and out.is_contiguous())))
 
 
-def _with_int32_indices(adj: Tensor) -> Tensor:
-    """``adj`` with int32 index arrays where they are int64 and fit (a CPU CSR tensor only)."""
+def with_int32_indices(adj: Tensor) -> Tensor:
+    """``adj`` with int32 index arrays where they are int64 and fit (a CPU CSR tensor only; anything
+    else as it is): the same product from half the index bytes, for the C kernel and for torch's."""
     if adj.layout != torch.sparse_csr or adj.device.type != "cpu" or adj.crow_indices().dtype != torch.int64:
         return adj
     if max(adj.shape) >= 2 ** 31 or adj.col_indices().numel() >= 2 ** 31:

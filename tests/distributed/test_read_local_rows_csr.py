@@ -57,3 +57,14 @@ def test_duplicates_refused_or_dropped():
 def test_bad_blocks_refused(crow, col, values, shape, match):
     with pytest.raises(ValueError, match=match):
         read_local_rows(_csr(crow, col, values, shape), (3, 5), 6)
+
+
+@pytest.mark.parametrize("world", [1, 3, 8, 9, 20])
+def test_grouping_by_destination_is_a_stable_sort(world):
+    from pyg_private.distributed.partition import _group_by_destination
+    gen = torch.Generator().manual_seed(world)
+    keys = torch.randint(0, 10**9, (5000,), generator=gen)
+    dest = torch.randint(0, world, (5000,), generator=gen)
+    counts = torch.bincount(dest, minlength=world)
+    want = keys.index_select(0, torch.sort(dest, stable=True).indices)
+    assert torch.equal(_group_by_destination(keys, dest, counts), want)
