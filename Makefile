@@ -11,7 +11,7 @@ STAMP := $(VENV)/.pyg-private-installed
 .PHONY: install demo test sparse benchmarks clean
 
 $(STAMP): setup.cfg setup.py pyproject.toml pyg_private/mechanisms/_first_pass_native.c pyg_private/mechanisms/_grid_step_native.c \
-		pyg_private/utils/_csr_product_native.c
+		pyg_private/utils/_csr_product_native.c pyg_private/utils/_graph_check_native.c
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install "torch==$(TORCH_VERSION)"
 	$(PIP) install -e ".[test,plots]"

@@ -2,8 +2,10 @@
 
 ``pyg_private.mechanisms._first_pass_native`` is the fused first pass of the exact noise sampler
 (about 2x faster safe noise on the CPU), ``pyg_private.mechanisms._grid_step_native`` the fused grid
-step (rounding, noise and scaling in one pass), ``pyg_private.utils._csr_product_native`` the CSR
-products in AVX2 registers. All are optional: where no C compiler is available the
+step (rounding, noise and scaling in one pass, also fused with the sampler's first pass),
+``pyg_private.utils._csr_product_native`` the CSR products in AVX2 registers,
+``pyg_private.utils._graph_check_native`` the linear-time check that a CSR adjacency is an
+undirected simple graph. All are optional: where no C compiler is available the
 installation goes on without them and the same computations run as torch operations.
 """
 import sys
@@ -14,4 +16,4 @@ flags = [] if sys.platform.startswith("win") else ["-O3"]
 setup(ext_modules=[Extension(f"pyg_private.{name.replace('/', '.')}", [f"pyg_private/{name}.c"],
                              extra_compile_args=flags, optional=True)
                    for name in ("mechanisms/_first_pass_native", "mechanisms/_grid_step_native",
-                                "utils/_csr_product_native")])
+                                "utils/_csr_product_native", "utils/_graph_check_native")])

@@ -11,7 +11,6 @@ from torch_geometric.typing import Adj
 
 from ..mechanisms._noise import TwoLaplaceStream
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import add_noise_on_grid_
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
 from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid
@@ -265,9 +264,6 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             restart = ((1.0 - beta) * s0).mul_(scale)
         noise = TwoLaplaceStream(s0.shape, layer.noise_scale, device=s0.device, generator=generator) \
             if layer.noise_scale > 0 and grid is None else None
-        if grid is not None:
-            steps = torch.empty(s0.shape, dtype=torch.int64, device=s0.device)
-            ints = torch.empty(s0.numel(), dtype=torch.int64, device=s0.device)
         buffer = torch.empty((info.world * layout.width, s0.size(1)), dtype=torch.float64, device=info.device)
         s = s0.clone()
         xc = torch.empty_like(s)
@@ -287,8 +283,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             else:
                 s.add_(restart)
             if grid is not None:  # s <- g (round(s / g) + K), K exact integer noise of this process's rows
-                add_noise_on_grid_(s, sampler.sample(ints.numel(), source, out=ints), grid.granularity,
-                                   on_scale=True, steps=steps)  # float64 grid values (exact below 2^53 g)
+                sampler.add_to_grid_(s, grid.granularity, source, on_scale=True)  # float64 (exact below 2^53 g)
             elif noise is not None:
                 s.add_(noise.sample())
         return s

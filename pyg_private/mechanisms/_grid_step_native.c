@@ -10,6 +10,10 @@
  * buffer's dtype (round to nearest) and multiplied by the power of two g. A NaN becomes INT64_MIN
  * before the sum, as torch's conversion does on x86-64. Only the speed differs: one pass over the
  * values and the noise instead of six. Optional, like `_first_pass_native`.
+ *
+ * `grid_first_pass` goes one step further for the exact sampler's one-word layout: it forms the noise
+ * from the random words (the sampler's first pass) and applies the grid step in the same loop, so the
+ * noise is never written out (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -61,6 +65,160 @@ static void step_f32(float *v, const int64_t *k, Py_ssize_t n, float s, float g,
     }
 }
 
+/* The exact sampler's first pass fused with the grid step, for the one-word layout: the noise k of
+ * every sample is formed from its word exactly as `pass_packed` of _first_pass_native.c forms it (the
+ * same alias choice, offset and base; tests compare the two modules sample for sample), and the value
+ * becomes g * (clamp(round(v * s)) + k) at once, as `step_f64`/`step_f32` compute it. A sample the
+ * cheap threshold does not accept (about 1%) is flagged as in the first pass, and its rounded value
+ * q is kept beside its index: the Python code finishes its noise k' and writes g * (q + k') over the
+ * provisional value. The flagged samples' provisional values are never read. The right shift of the
+ * signed entry e is arithmetic (floor), as the first pass's shift_floor documents. */
+#define GRID_FIRST_PASS(NAME, T, ROUND)                                                                      \
+    static Py_ssize_t NAME(const int64_t *word, Py_ssize_t from, Py_ssize_t n, T *v, int64_t *flagged,        \
+                           int64_t *kept, Py_ssize_t count, int64_t start, const int64_t *split_high,         \
+                           const int64_t *packed, int slot_shift, int low_shift, int accept_bits,             \
+                           int64_t offset_mask, T s, T g, T lim) {                                            \
+        const uint64_t amask = (((uint64_t)1) << accept_bits) - 1;                                            \
+        for (Py_ssize_t i = from; i < n; i++) {                                                               \
+            const uint64_t w = (uint64_t)word[i];                                                             \
+            const int64_t slot = (int64_t)(w >> slot_shift);                                                  \
+            const int64_t d = (int64_t)(w >> low_shift) - split_high[slot];                                   \
+            const int64_t e = packed[3 * slot + (d > 0) - (d < 0)];                                           \
+            const int64_t k = (int64_t)((w >> accept_bits) & (uint64_t)offset_mask) + (e >> accept_bits);     \
+            T x = v[i] * s;                                                                                   \
+            x = x > lim ? lim : (x < -lim ? -lim : x);                                                        \
+            const int64_t q = x == x ? ROUND(x) : INT64_MIN;                                                  \
+            v[i] = (T)(int64_t)((uint64_t)q + (uint64_t)k) * g;                                               \
+            flagged[count] = start + i;                                                                       \
+            kept[count] = q;                                                                                  \
+            count += (w & amask) >= ((uint64_t)e & amask);                                                    \
+        }                                                                                                     \
+        return count;                                                                                         \
+    }
+GRID_FIRST_PASS(grid_pass_f64, double, round_f64)
+GRID_FIRST_PASS(grid_pass_f32, float, round_f32)
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define HAVE_AVX512_PASS 1
+#include <immintrin.h>
+
+/* The same loop, eight samples at a time in AVX-512 registers (run where the CPU has AVX-512F and
+ * DQ; the remainder goes through the loop above). Every operation is the scalar one lane by lane:
+ * the two table reads are gathers, the sign of d selects the entry by masked adds, the shifts and
+ * the integer sum are the same (the signed entry's shift arithmetic), the conversions round to
+ * nearest as cvtsd2si/cvtsi2sd do (a NaN converts to INT64_MIN, the "integer indefinite"), and the
+ * clamp is min then max with the value as the second operand, which passes a NaN through as the
+ * scalar comparisons do. The flagged samples (a mask) are written in lane order. The tests compare
+ * this loop with the scalar one bit for bit. */
+#define GRID_PASS_AVX512(NAME, T, LOAD_SCALE_CLAMP_ROUND, STORE_SCALED)                                      \
+    __attribute__((target("avx512f,avx512dq"))) static Py_ssize_t NAME(                                      \
+        const int64_t *word, Py_ssize_t n, T *v, int64_t *flagged, int64_t *kept, int64_t start,              \
+        const int64_t *split_high, const int64_t *packed, int slot_shift, int low_shift, int accept_bits,     \
+        int64_t offset_mask, T s, T g, T lim, Py_ssize_t *done) {                                             \
+        const __m128i cs = _mm_cvtsi64_si128(slot_shift), cl = _mm_cvtsi64_si128(low_shift),                \
+                      ca = _mm_cvtsi64_si128(accept_bits);                                                    \
+        const __m512i offm = _mm512_set1_epi64(offset_mask),                                                  \
+                      am = _mm512_set1_epi64((int64_t)((((uint64_t)1) << accept_bits) - 1)),                  \
+                      one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();                              \
+        Py_ssize_t count = 0, i = 0;                                                                          \
+        for (; i + 8 <= n; i += 8) {                                                                          \
+            const __m512i w = _mm512_loadu_si512((const void *)(word + i));                                   \
+            const __m512i slot = _mm512_srl_epi64(w, cs);                                                     \
+            const __m512i d = _mm512_sub_epi64(_mm512_srl_epi64(w, cl),                                       \
+                                               _mm512_i64gather_epi64(slot, (const void *)split_high, 8));    \
+            __m512i pick = _mm512_add_epi64(slot, _mm512_add_epi64(slot, slot));                              \
+            pick = _mm512_mask_add_epi64(pick, _mm512_cmpgt_epi64_mask(d, zero), pick, one);                  \
+            pick = _mm512_mask_sub_epi64(pick, _mm512_cmplt_epi64_mask(d, zero), pick, one);                  \
+            const __m512i e = _mm512_i64gather_epi64(pick, (const void *)packed, 8);                          \
+            const __m512i k = _mm512_add_epi64(_mm512_and_si512(_mm512_srl_epi64(w, ca), offm),               \
+                                               _mm512_sra_epi64(e, ca));                                      \
+            const __mmask8 flag = _mm512_cmpge_epu64_mask(_mm512_and_si512(w, am), _mm512_and_si512(e, am));  \
+            LOAD_SCALE_CLAMP_ROUND                                                                            \
+            STORE_SCALED                                                                                      \
+            if (flag) {                                                                                       \
+                int64_t lane[8];                                                                              \
+                _mm512_storeu_si512((void *)lane, q);                                                         \
+                for (unsigned m = flag; m; m &= m - 1) {                                                      \
+                    const int b = __builtin_ctz(m);                                                           \
+                    flagged[count] = start + i + b;                                                           \
+                    kept[count++] = lane[b];                                                                  \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        *done = i;                                                                                            \
+        return count;                                                                                         \
+    }
+GRID_PASS_AVX512(grid_pass_f64_avx512, double,
+                 __m512d x = _mm512_mul_pd(_mm512_loadu_pd(v + i), _mm512_set1_pd(s));
+                 x = _mm512_max_pd(_mm512_set1_pd(-lim), _mm512_min_pd(_mm512_set1_pd(lim), x));
+                 const __m512i q = _mm512_cvtpd_epi64(x);,
+                 _mm512_storeu_pd(v + i, _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_add_epi64(q, k)),
+                                                       _mm512_set1_pd(g)));)
+GRID_PASS_AVX512(grid_pass_f32_avx512, float,
+                 __m256 x = _mm256_mul_ps(_mm256_loadu_ps(v + i), _mm256_set1_ps(s));
+                 x = _mm256_max_ps(_mm256_set1_ps(-lim), _mm256_min_ps(_mm256_set1_ps(lim), x));
+                 const __m512i q = _mm512_cvtps_epi64(x);,
+                 _mm256_storeu_ps(v + i, _mm256_mul_ps(_mm512_cvtepi64_ps(_mm512_add_epi64(q, k)),
+                                                       _mm256_set1_ps(g)));)
+#endif
+
+static int simd_available(void) {
+#ifdef HAVE_AVX512_PASS
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
+static PyObject *py_simd_available(PyObject *self, PyObject *args) { return PyBool_FromLong(simd_available()); }
+
+static PyObject *grid_first_pass(PyObject *self, PyObject *args) {
+    unsigned long long word, values, flagged, kept, split_high, packed;
+    Py_ssize_t n;
+    long long start, offset_mask;
+    int bits, slot_shift, low_shift, accept_bits, simd = 1;
+    double s, g, lim;
+    if (!PyArg_ParseTuple(args, "KnKidddKKLKKiiiL|p", &word, &n, &values, &bits, &s, &g, &lim, &flagged, &kept, &start,
+                          &split_high, &packed, &slot_shift, &low_shift, &accept_bits, &offset_mask, &simd))
+        return NULL;
+    if (bits != 32 && bits != 64) {
+        PyErr_SetString(PyExc_ValueError, "grid_first_pass: the values must be float32 or float64");
+        return NULL;
+    }
+    if (slot_shift < 1 || slot_shift > 63 || low_shift < 0 || low_shift > 63 || accept_bits < 1 || accept_bits > 62) {
+        PyErr_SetString(PyExc_ValueError, "grid_first_pass: shift out of range");
+        return NULL;
+    }
+    simd = simd && simd_available();
+    Py_ssize_t count = 0, done = 0;
+    const int64_t *w = (const int64_t *)(uintptr_t)word, *sh = (const int64_t *)(uintptr_t)split_high,
+                  *pk = (const int64_t *)(uintptr_t)packed;
+    int64_t *fl = (int64_t *)(uintptr_t)flagged, *kp = (int64_t *)(uintptr_t)kept;
+    Py_BEGIN_ALLOW_THREADS
+    if (bits == 64) {
+        double *v = (double *)(uintptr_t)values;
+#ifdef HAVE_AVX512_PASS
+        if (simd)
+            count = grid_pass_f64_avx512(w, n, v, fl, kp, (int64_t)start, sh, pk, slot_shift, low_shift, accept_bits,
+                                         (int64_t)offset_mask, s, g, lim, &done);
+#endif
+        count = grid_pass_f64(w, done, n, v, fl, kp, count, (int64_t)start, sh, pk, slot_shift, low_shift,
+                              accept_bits, (int64_t)offset_mask, s, g, lim);
+    } else {
+        float *v = (float *)(uintptr_t)values;
+#ifdef HAVE_AVX512_PASS
+        if (simd)
+            count = grid_pass_f32_avx512(w, n, v, fl, kp, (int64_t)start, sh, pk, slot_shift, low_shift, accept_bits,
+                                         (int64_t)offset_mask, (float)s, (float)g, (float)lim, &done);
+#endif
+        count = grid_pass_f32(w, done, n, v, fl, kp, count, (int64_t)start, sh, pk, slot_shift, low_shift,
+                              accept_bits, (int64_t)offset_mask, (float)s, (float)g, (float)lim);
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSsize_t(count);
+}
+
 static PyObject *grid_step(PyObject *self, PyObject *args) {
     unsigned long long values, noise;
     Py_ssize_t n;
@@ -86,6 +244,13 @@ static PyMethodDef methods[] = {
      "grid_step(values, noise, n, bits, scale, granularity, limit) -> None: values <- granularity * "
      "(clamp(round(values * scale), -limit, limit) + noise) in place (addresses of contiguous CPU buffers; "
      "see pyg_private.mechanisms.grid.add_noise_on_grid_)"},
+    {"grid_first_pass", grid_first_pass, METH_VARARGS,
+     "grid_first_pass(word, n, values, bits, scale, granularity, limit, flagged, kept, start, split_high, packed, "
+     "slot_shift, low_shift, accept_bits, offset_mask[, simd]) -> number of flagged samples: the sampler's one-word "
+     "first pass fused with the grid step (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_); simd=False "
+     "keeps to the scalar loop (the same results)"},
+    {"simd_available", py_simd_available, METH_NOARGS,
+     "simd_available() -> whether grid_first_pass runs its AVX-512 loop on this CPU"},
     {NULL, NULL, 0, NULL},
 };
 

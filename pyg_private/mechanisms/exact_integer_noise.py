@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal
+from typing import Callable, Literal
 
 import mpmath
 import torch
@@ -77,6 +77,10 @@ try:  # the fused first pass in C (optional: built at installation where a C com
     from . import _first_pass_native as _native
 except ImportError:  # pragma: no cover - depends on the installation
     _native = None
+try:  # the first pass fused with the grid step (optional, in the grid step's C module)
+    from . import _grid_step_native as _native_grid
+except ImportError:  # pragma: no cover - depends on the installation
+    _native_grid = None
 
 __all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "rounded_two_laplace", "exact_bernoulli",
            "MIN_SCALE", "MAX_SCALE"]
@@ -97,6 +101,9 @@ _EXTEND_LIMIT = 52  # acceptance bits up to which an undecided float comparison 
 _TAILS = {"laplace": 50.0, "gaussian": 10.0, "two_laplace": 55.0}
 _CELLS = {"laplace": 5, "gaussian": 7, "two_laplace": 5}  # r: about 2^r cells per scale
 _FLOAT_MARGIN = 2.0 ** -44
+#: Whether the fused grid pass may use its AVX-512 loop where the CPU has it (the same results as its
+#: scalar loop; the tests switch it off to compare the two).
+_GRID_SIMD = True
 _CHUNK = 1 << 16  # samples per vectorised pass (2^15 to 2^17 measured; 2^16 the fastest)
 _TASK = 1 << 19  # samples per task of one thread, with its own random stream
 
@@ -455,17 +462,44 @@ class RoundedNoiseSampler:
         n = int(n)
         if out is None:
             out = torch.empty(n, dtype=torch.int64, device=source.device)
+        self._run_tasks(n, source, lambda lo, hi, stream: self._sample_task(out[lo:hi], stream))
+        return out
+
+    def add_to_grid_(self, values: Tensor, granularity: float, source: RandomSource, *,
+                     on_scale: bool = False) -> Tensor:
+        r"""The grid release of ``values`` with this sampler's noise, in place:
+        ``values <- g * (round(values / g) + K)`` (``on_scale=True``: ``values`` already divided by ``g``),
+        ``K`` the samples :meth:`sample` would draw for ``values.numel()`` entries from ``source``.
+
+        It equals :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` ``(values,
+        self.sample(values.numel(), source), granularity, on_scale=on_scale)`` bit for bit, from the
+        same random words. For contiguous float32/float64 CPU values and the one-word layout, where
+        both C extensions are built, the sampler's first pass and the grid step run as one loop
+        (:mod:`~pyg_private.mechanisms._grid_step_native`): the noise of the accepted samples is
+        never written out, and the flagged ones (about 1%) are finished as in :meth:`sample`, then
+        written over their provisional values. Otherwise it runs the composition above."""
+        from .grid import _CLAMP, add_noise_on_grid_, check_granularity  # grid imports this module
+
+        g = check_granularity(granularity)
+        if not (self.native and _native_grid is not None and self._t.words_per_sample == 1
+                and values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
+                and values.is_contiguous() and 2.0 ** -100 <= g <= 2.0 ** 100):
+            return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
+        flat = values.view(-1)
+        step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
+        self._run_tasks(flat.numel(), source, lambda lo, hi, stream: self._grid_task(flat[lo:hi], step, stream))
+        return values
+
+    @staticmethod
+    def _run_tasks(n: int, source: RandomSource, task: Callable[[int, int, RandomSource], None]) -> None:
+        """``task(lo, hi, stream)`` over the tasks of :data:`_TASK` samples: one task on ``source``
+        itself, or each on its own child stream (:meth:`RandomSource.spawn`) on torch's threads."""
         starts = list(range(0, n, _TASK))
         if len(starts) <= 1:
-            self._sample_task(out, source)
-            return out
+            task(0, n, source)
+            return
         children = source.spawn(len(starts))
-
-        def task(i: int) -> None:
-            self._sample_task(out[starts[i]:starts[i] + _TASK], children[i])
-
-        run_tasks(task, len(starts), source.device)
-        return out
+        run_tasks(lambda i: task(starts[i], min(starts[i] + _TASK, n), children[i]), len(starts), source.device)
 
     def _sample_task(self, out: Tensor, source: RandomSource) -> None:
         """Fill ``out`` from one stream: cache-sized chunks through :func:`first_pass` (with scratch
@@ -502,10 +536,48 @@ class RoundedNoiseSampler:
                     idx = flag.nonzero().squeeze(1)
                 if idx.numel():
                     flagged.append((idx + start, [w.index_select(0, idx) for w in words]))
+        if flagged:
+            self._finish_flagged(out, torch.cat([f[0] for f in flagged]),
+                                 [torch.cat([f[1][i] for f in flagged]) for i in range(per)], source)
+
+    def _grid_task(self, values: Tensor, step: tuple[float, float, float], source: RandomSource) -> None:
+        """:meth:`add_to_grid_` on the contiguous CPU ``values`` of one task (one-word layout): the
+        words of each chunk drawn into a borrowed buffer, the fused C pass over them, then the
+        flagged samples finished together and their values ``g * (q + K)`` written (``q`` the rounded
+        value the C pass kept), as :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` forms them."""
+        t = self._t
+        n = values.numel()
+        tables = t.on(values.device)
+        size = min(_CHUNK, n)
+        flagged = []
+
+        def scratch():
+            return [torch.empty(size, dtype=torch.int64) for _ in range(3)]
+
+        bits = 64 if values.dtype == torch.float64 else 32
+        with borrow(("exact_integer_noise_grid", size), scratch) as (word, index, kept):
+            for start in range(0, n, _CHUNK):
+                m = min(_CHUNK, n - start)
+                words = source.words(m, out=word[:m])
+                count = _native_grid.grid_first_pass(
+                    words.data_ptr(), m, values[start:].data_ptr(), bits, step[0], step[1], step[2],
+                    index.data_ptr(), kept.data_ptr(), start, tables["split_high"].data_ptr(),
+                    tables["packed3"].data_ptr(), WORD_BITS - t.slot_bits, t.low_shift, t.accept_bits, t.w - 1,
+                    _GRID_SIMD)
+                if count:
+                    idx = index[:count].clone()
+                    flagged.append((idx, kept[:count].clone(), words.index_select(0, idx - start)))
         if not flagged:
             return
-        index = torch.cat([f[0] for f in flagged])
-        words = [torch.cat([f[1][i] for f in flagged]) for i in range(per)]
+        where = torch.cat([f[0] for f in flagged])
+        noise = torch.empty(where.numel(), dtype=torch.int64)
+        self._finish_flagged(noise, torch.arange(where.numel()), [torch.cat([f[2] for f in flagged])], source)
+        total = torch.cat([f[1] for f in flagged]).add_(noise)  # wraps as the C sum does
+        values[where] = torch.mul(total.to(values.dtype), torch.tensor(step[1], dtype=values.dtype))
+
+    def _finish_flagged(self, out: Tensor, index: Tensor, words: list[Tensor], source: RandomSource) -> None:
+        """The flagged samples' values into ``out`` at ``index``: :meth:`_finish`, then the rejected
+        values drawn again in their cells until accepted."""
         cell, accept = self._finish(out, index, words, source)
         index, cell = index[~accept], cell[~accept]
         while index.numel():  # rejection: a fresh value of the same cell, until accepted

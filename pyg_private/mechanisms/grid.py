@@ -158,7 +158,7 @@ def grid_step_native_available() -> bool:
 def add_noise_on_grid_(values: Tensor, noise: Tensor, granularity: float, *, on_scale: bool = False,
                        steps: Optional[Tensor] = None, scratch: Optional[Tensor] = None,
                        native: Optional[bool] = None) -> Tensor:
-    """The grid release in place: ``values <- g * (round(values / g) + noise)``, ``noise`` the exact
+    r"""The grid release in place: ``values <- g * (round(values / g) + noise)``, ``noise`` the exact
     ``int64`` noise in grid steps (one per value), the rounding as :func:`round_to_grid`'s (half to
     even, clamped to :math:`\pm 2^{61}`), the integer sum converted to ``values``' dtype and multiplied
     by the power of two ``g``: a function of the integers, i.e. post-processing. ``on_scale=True``:

@@ -202,9 +202,18 @@ class RandomSource:
             children.append(child)
         return children
 
-    def words(self, n: int) -> Tensor:
-        """``n`` independent uniform integers in ``[0, 2**63)`` (``int64``, on the source's device)."""
+    def words(self, n: int, out: Optional[Tensor] = None) -> Tensor:
+        """``n`` independent uniform integers in ``[0, 2**63)`` (``int64``, on the source's device),
+        written into ``out`` (a contiguous ``int64`` tensor of ``n`` entries on that device) when
+        given: the same words as without it."""
         n = int(n)
+        if out is not None:
+            if out.dtype != torch.int64 or out.numel() != n or not out.is_contiguous() or out.device.type != self.device.type:
+                raise ValueError(f"`out` must be a contiguous int64 tensor of {n} entries on {self.device}")
+            if self._stream is not None and self.device.type == "cpu":  # the keystream straight into `out`
+                self._stream.fill(out.numpy())
+                return out.bitwise_and_(_WORD_MASK)
+            return out.copy_(self.words(n))
         if self._numpy is not None:
             raw = self._numpy.bit_generator.random_raw(n)  # uint64
             np.right_shift(raw, np.uint64(1), out=raw)

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-import torch
 from torch import Tensor
 
-from ..mechanisms._workspace import borrow
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, add_noise_on_grid_, choose_granularity
+from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity
 from ..mechanisms.randomness import RandomSource, run_tasks
 
 __all__ = ["plan_grid", "add_grid_gaussian_"]
@@ -49,32 +47,23 @@ def plan_grid(*, std_per_sensitivity: float, sensitivity: float, dim: int, value
 def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: RandomSource,
                        post: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
     """Replace every row block of the 2-D floating ``out`` by ``post(g * (round(out / g) +
-    K))`` in place, ``K`` exact rounded Gaussian noise of std ``std / g``. The integers are formed in
-    ``int64`` row blocks of about 2^19 entries in reused scratch buffers (no full-size temporary),
-    on ``torch.get_num_threads()`` threads, each block with its own stream (:meth:`RandomSource.spawn`: reproducible under a
-    seed); ``g * (...)`` is computed in ``out``'s dtype (the cast of the integer rounds to that
-    precision, the product by the power of two ``g`` is exact; :func:`add_noise_on_grid_`, one fused
-    pass where the C extension is built) and ``post`` (which may work in place) runs on it: all of it
-    a function of the integers, i.e. post-processing."""
+    K))`` in place, ``K`` exact rounded Gaussian noise of std ``std / g``. The row blocks of about 2^19
+    entries run on ``torch.get_num_threads()`` threads, each with its own stream
+    (:meth:`RandomSource.spawn`: reproducible under a seed); ``g * (...)`` is computed in ``out``'s
+    dtype (the cast of the integer rounds to that precision, the product by the power of two ``g``
+    is exact; :meth:`RoundedNoiseSampler.add_to_grid_`, one pass with the sampling where the C
+    extensions are built, no full-size temporary) and ``post`` (which may work in place) runs on
+    it: all of it a function of the integers, i.e. post-processing."""
     if not out.is_contiguous():
         return out.copy_(add_grid_gaussian_(out.contiguous(), std, granularity, source, post))
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
     rows = max(1, _BLOCK_ELEMENTS // max(out.size(-1), 1))
     starts = list(range(0, out.size(0), rows))
     sources = source.spawn(len(starts)) if len(starts) > 1 else [source]
-    size = min(rows, out.size(0)) * out.size(-1)
-
-    def scratch() -> tuple[Tensor, Tensor, Tensor]:
-        return (torch.empty(size, dtype=out.dtype, device=out.device),
-                torch.empty(size, dtype=torch.int64, device=out.device),
-                torch.empty(size, dtype=torch.int64, device=out.device))
 
     def block(i: int) -> None:
         part = out[starts[i]:starts[i] + rows]
-        n = part.numel()
-        with borrow(("grid_gaussian", out.device, out.dtype, size), scratch) as (scaled, steps, noise):
-            add_noise_on_grid_(part, sampler.sample(n, sources[i], out=noise[:n]), granularity, steps=steps[:n],
-                               scratch=scaled[:n])
+        sampler.add_to_grid_(part, granularity, sources[i])  # the same values as add_noise_on_grid_(part, sample)
         if post is not None:
             value = post(part)
             if value is not part:

@@ -14,7 +14,7 @@ from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import TwoLaplaceStream
 from ..mechanisms.exact_integer_noise import MIN_SCALE, RoundedNoiseSampler
-from ..mechanisms.grid import (DEFAULT_GRID_TOLERANCE, add_noise_on_grid_, check_granularity, choose_granularity,
+from ..mechanisms.grid import (DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity,
                                validate_granularity)
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
@@ -511,9 +511,6 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             restart = ((1.0 - beta) * s0).mul_(scale)
         noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator) \
             if self.noise_scale > 0 and grid is None else None
-        if grid is not None:  # the safe release's buffers: grid steps, integer noise
-            steps = torch.empty(s0.shape, dtype=torch.int64, device=s0.device)
-            ints = torch.empty(s0.numel(), dtype=torch.int64, device=s0.device)
         neighbours = CsrProduct(adj, unit_values=True)  # A (D^-1 f(s)): the C kernel where it runs, torch's otherwise
         s = s0.clone()
         xc = torch.empty_like(s)
@@ -533,8 +530,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             else:
                 s.add_(restart)
             if grid is not None:  # s <- g (round(s / g) + K), K = round(xi_1 + xi_2) in grid steps, exact
-                add_noise_on_grid_(s, sampler.sample(ints.numel(), source, out=ints), grid.granularity,
-                                   on_scale=True, steps=steps)  # float64 grid values (exact below 2^53 g)
+                sampler.add_to_grid_(s, grid.granularity, source, on_scale=True)  # float64 (exact below 2^53 g)
             elif noise is not None:
                 s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
         return s

@@ -186,18 +186,26 @@ def test_release_is_independent_of_other_columns_and_of_earlier_calls():
 
 
 def test_one_event_before_the_first_draw_and_reproducible_from_a_seed(monkeypatch):
-    """The fused loop still charges once, before the sampler's first call, and draws K times N C samples."""
+    """The fused loop still charges once, before the sampler's first call, and draws K times N C samples
+    (one grid release of the N x C iterate per step)."""
     acct = PrivacyAccountant()
     n, K, seeds = 40, 12, [1, 2, 3]
     ei = graph(n, seed=5)
     calls = []
-    original = RoundedNoiseSampler.sample
+    original, original_grid = RoundedNoiseSampler.sample, RoundedNoiseSampler.add_to_grid_
 
     def spy(self, count, source, out=None):
         calls.append((count, len(acct)))
         return original(self, count, source, out=out)
 
+    def spy_grid(self, values, granularity, source, *, on_scale=False):
+        calls.append((values.numel(), len(acct)))
+        with monkeypatch.context() as m:  # its own draws are this call's, not counted again
+            m.setattr(RoundedNoiseSampler, "sample", original)
+            return original_grid(self, values, granularity, source, on_scale=on_scale)
+
     monkeypatch.setattr(RoundedNoiseSampler, "sample", spy)
+    monkeypatch.setattr(RoundedNoiseSampler, "add_to_grid_", spy_grid)
     kw = dict(noise_scale=1e-3, eta=1e-3, num_iterations=K, personalized=True, cached=False)
     a = NoisyPPRDiffusion(accountant=acct, generator=gen(11), **kw)(edge_index=ei, seed_index=seeds, num_nodes=n)
     assert calls == [(n * len(seeds), 1)] * K and len(acct) == 1
