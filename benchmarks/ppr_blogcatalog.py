@@ -8,8 +8,10 @@ Measures, for 100 random seeds and K = 100 lazy-PPR steps (beta = 0.8, eta = 1e-
   * `NoisyPPRDiffusion` (personalized, `--epsilon`, delta 1/|E|, the default floating-point-safe
     sampler) as one batched diffusion: one sparse-dense product per step for all columns plus
     N x C exact integer draws of the rounded sum of two Laplace variables;
-  * the exact sampler alone: the K x N x C draws that release needs, at its scale in grid steps
-    (the part of the release no propagation speed-up can remove);
+  * its noise steps alone: the K grid releases of the N x C iterate that release makes (the exact
+    draws of the K x N x C integers, at its scale in grid steps, and the grid rounding, in the
+    same call as the release: `RoundedNoiseSampler.add_to_grid_`), the part of the release no
+    propagation speed-up can remove;
   * the authors' per-seed NumPy/SciPy code for the same release (`PrivatePageRankClip.
     compute_private_pagerank_threshold` of github.com/Jesson-Wei/DP_GraphDiffusion, model.py,
     MIT licence, with personalize=True, middlestep=0, noise_type='Laplacian', ported below with
@@ -216,13 +218,13 @@ def main() -> None:
     grid = noisy.plan_grid(n)
     steps = grid.noise_scale / grid.granularity
     sampler, source = RoundedNoiseSampler("two_laplace", steps), RandomSource("cpu")
-    ints = torch.empty(n * seeds.numel(), dtype=torch.int64)
+    iterate = torch.zeros(n, seeds.numel(), dtype=torch.float64)
 
-    def draws() -> None:
+    def draws() -> None:  # the release's noise step, K times: exact draws and the grid rounding, one call each
         for _ in range(k):
-            sampler.sample(ints.numel(), source, out=ints)
+            sampler.add_to_grid_(iterate, grid.granularity, source, on_scale=True)
 
-    line(f"  its exact noise alone (2^{math.log2(steps):.1f} steps)", timed(draws, args.repeats))
+    line(f"  its noise steps alone (2^{math.log2(steps):.1f} steps)", timed(draws, args.repeats))
     if args.only_diffusion:
         return
     push = DPPushFlowCap(alpha=0.2, num_iterations=k, eta=1e-6, epsilon=eps, delta=1.0 / num_edges,

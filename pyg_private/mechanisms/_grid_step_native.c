@@ -11,7 +11,7 @@
  * before the sum, as torch's conversion does on x86-64. Only the speed differs: one pass over the
  * values and the noise instead of six. Optional, like `_first_pass_native`.
  *
- * `grid_first_pass` goes one step further for the exact sampler's one-word layout: it forms the noise
+ * `grid_first_pass` goes one step further for the exact sampler (one or two words a sample): it forms the noise
  * from the random words (the sampler's first pass) and applies the grid step in the same loop, so the
  * noise is never written out (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_).
  */
@@ -65,33 +65,55 @@ static void step_f32(float *v, const int64_t *k, Py_ssize_t n, float s, float g,
     }
 }
 
-/* The exact sampler's first pass fused with the grid step, for the one-word layout: the noise k of
- * every sample is formed from its word exactly as `pass_packed` of _first_pass_native.c forms it (the
- * same alias choice, offset and base; tests compare the two modules sample for sample), and the value
- * becomes g * (clamp(round(v * s)) + k) at once, as `step_f64`/`step_f32` compute it. A sample the
- * cheap threshold does not accept (about 1%) is flagged as in the first pass, and its rounded value
- * q is kept beside its index: the Python code finishes its noise k' and writes g * (q + k') over the
- * provisional value. The flagged samples' provisional values are never read. The right shift of the
- * signed entry e is arithmetic (floor), as the first pass's shift_floor documents. */
+/* The exact sampler's first pass fused with the grid step. The noise k of every sample is formed from
+ * its words exactly as the first pass of _first_pass_native.c forms it (the same alias choice, offset
+ * and base; tests compare the two modules sample for sample), in either word layout:
+ *   one word  (`pass_packed`): the word holds slot, split bits, offset and acceptance bits; one table
+ *             entry packs the chosen cell's base and cheap threshold;
+ *   two words (`pass_split`):  the first word holds slot and split bits, the second the offset (its
+ *             high bits) and the acceptance bits; two tables give the base and the threshold.
+ * The value becomes g * (clamp(round(v * s)) + k) at once, as `step_f64`/`step_f32` compute it. A
+ * sample the cheap threshold does not accept (about 1%) is flagged as in the first pass, and its
+ * rounded value q is kept beside its index: the Python code finishes its noise k' and writes
+ * g * (q + k') over the provisional value, which is never read. The right shift of the signed packed
+ * entry is arithmetic (floor), as the first pass's shift_floor documents. */
+typedef struct {
+    const int64_t *word, *word2; /* word2: the second words (two-word layout), NULL for one word */
+    const int64_t *split_high, *t1, *t2; /* t1: packed (one word) or base; t2: the thresholds (two words) */
+    int slot_shift, low_shift, accept_bits;
+    int64_t offset_mask;
+} Layout;
+
+/* k and the flag of sample i, scalar */
+static inline int64_t noise_of(const Layout *L, Py_ssize_t i, int *flag) {
+    const uint64_t w = (uint64_t)L->word[i];
+    const int64_t slot = (int64_t)(w >> L->slot_shift);
+    const int64_t d = (int64_t)(w >> L->low_shift) - L->split_high[slot];
+    const int64_t pick = 3 * slot + (d > 0) - (d < 0);
+    const uint64_t amask = (((uint64_t)1) << L->accept_bits) - 1;
+    if (L->word2 == NULL) {
+        const int64_t e = L->t1[pick];
+        *flag = (w & amask) >= ((uint64_t)e & amask);
+        return (int64_t)((w >> L->accept_bits) & (uint64_t)L->offset_mask) + (e >> L->accept_bits);
+    }
+    const uint64_t u = (uint64_t)L->word2[i];
+    *flag = (int64_t)(u & amask) >= L->t2[pick];
+    return (int64_t)(u >> L->accept_bits) + L->t1[pick];
+}
+
 #define GRID_FIRST_PASS(NAME, T, ROUND)                                                                      \
-    static Py_ssize_t NAME(const int64_t *word, Py_ssize_t from, Py_ssize_t n, T *v, int64_t *flagged,        \
-                           int64_t *kept, Py_ssize_t count, int64_t start, const int64_t *split_high,         \
-                           const int64_t *packed, int slot_shift, int low_shift, int accept_bits,             \
-                           int64_t offset_mask, T s, T g, T lim) {                                            \
-        const uint64_t amask = (((uint64_t)1) << accept_bits) - 1;                                            \
+    static Py_ssize_t NAME(const Layout *L, Py_ssize_t from, Py_ssize_t n, T *v, int64_t *flagged,            \
+                           int64_t *kept, Py_ssize_t count, int64_t start, T s, T g, T lim) {                 \
         for (Py_ssize_t i = from; i < n; i++) {                                                               \
-            const uint64_t w = (uint64_t)word[i];                                                             \
-            const int64_t slot = (int64_t)(w >> slot_shift);                                                  \
-            const int64_t d = (int64_t)(w >> low_shift) - split_high[slot];                                   \
-            const int64_t e = packed[3 * slot + (d > 0) - (d < 0)];                                           \
-            const int64_t k = (int64_t)((w >> accept_bits) & (uint64_t)offset_mask) + (e >> accept_bits);     \
+            int flag;                                                                                         \
+            const int64_t k = noise_of(L, i, &flag);                                                          \
             T x = v[i] * s;                                                                                   \
             x = x > lim ? lim : (x < -lim ? -lim : x);                                                        \
             const int64_t q = x == x ? ROUND(x) : INT64_MIN;                                                  \
             v[i] = (T)(int64_t)((uint64_t)q + (uint64_t)k) * g;                                               \
             flagged[count] = start + i;                                                                       \
             kept[count] = q;                                                                                  \
-            count += (w & amask) >= ((uint64_t)e & amask);                                                    \
+            count += flag;                                                                                    \
         }                                                                                                     \
         return count;                                                                                         \
     }
@@ -102,37 +124,45 @@ GRID_FIRST_PASS(grid_pass_f32, float, round_f32)
 #define HAVE_AVX512_PASS 1
 #include <immintrin.h>
 
-/* The same loop, eight samples at a time in AVX-512 registers (run where the CPU has AVX-512F and
- * DQ; the remainder goes through the loop above). Every operation is the scalar one lane by lane:
- * the two table reads are gathers, the sign of d selects the entry by masked adds, the shifts and
- * the integer sum are the same (the signed entry's shift arithmetic), the conversions round to
- * nearest as cvtsd2si/cvtsi2sd do (a NaN converts to INT64_MIN, the "integer indefinite"), and the
- * clamp is min then max with the value as the second operand, which passes a NaN through as the
- * scalar comparisons do. The flagged samples (a mask) are written in lane order. The tests compare
- * this loop with the scalar one bit for bit. */
+/* k and the flags of samples i..i+7 in AVX-512 registers: every operation is the scalar one lane by
+ * lane (the table reads are gathers, the sign of d selects the entry by masked adds). */
+__attribute__((target("avx512f,avx512dq"))) static inline __m512i noise_of8(const Layout *L, Py_ssize_t i,
+                                                                            __mmask8 *flag) {
+    const __m128i cs = _mm_cvtsi64_si128(L->slot_shift), cl = _mm_cvtsi64_si128(L->low_shift),
+                  ca = _mm_cvtsi64_si128(L->accept_bits);
+    const __m512i am = _mm512_set1_epi64((int64_t)((((uint64_t)1) << L->accept_bits) - 1)),
+                  one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
+    const __m512i w = _mm512_loadu_si512((const void *)(L->word + i));
+    const __m512i slot = _mm512_srl_epi64(w, cs);
+    const __m512i d =
+        _mm512_sub_epi64(_mm512_srl_epi64(w, cl), _mm512_i64gather_epi64(slot, (const void *)L->split_high, 8));
+    __m512i pick = _mm512_add_epi64(slot, _mm512_add_epi64(slot, slot));
+    pick = _mm512_mask_add_epi64(pick, _mm512_cmpgt_epi64_mask(d, zero), pick, one);
+    pick = _mm512_mask_sub_epi64(pick, _mm512_cmplt_epi64_mask(d, zero), pick, one);
+    if (L->word2 == NULL) {
+        const __m512i e = _mm512_i64gather_epi64(pick, (const void *)L->t1, 8);
+        *flag = _mm512_cmpge_epu64_mask(_mm512_and_si512(w, am), _mm512_and_si512(e, am));
+        return _mm512_add_epi64(_mm512_and_si512(_mm512_srl_epi64(w, ca), _mm512_set1_epi64(L->offset_mask)),
+                                _mm512_sra_epi64(e, ca));
+    }
+    const __m512i u = _mm512_loadu_si512((const void *)(L->word2 + i));
+    *flag = _mm512_cmpge_epi64_mask(_mm512_and_si512(u, am), _mm512_i64gather_epi64(pick, (const void *)L->t2, 8));
+    return _mm512_add_epi64(_mm512_srl_epi64(u, ca), _mm512_i64gather_epi64(pick, (const void *)L->t1, 8));
+}
+
+/* The fused loop eight samples at a time (run where the CPU has AVX-512F and DQ; the remainder goes
+ * through the scalar loop). The conversions round to nearest as cvtsd2si/cvtsi2sd do (a NaN converts
+ * to INT64_MIN, the "integer indefinite"), and the clamp is min then max with the value as the second
+ * operand, which passes a NaN through as the scalar comparisons do. The flagged samples (a mask) are
+ * written in lane order. The tests compare this loop with the scalar one bit for bit. */
 #define GRID_PASS_AVX512(NAME, T, LOAD_SCALE_CLAMP_ROUND, STORE_SCALED)                                      \
     __attribute__((target("avx512f,avx512dq"))) static Py_ssize_t NAME(                                      \
-        const int64_t *word, Py_ssize_t n, T *v, int64_t *flagged, int64_t *kept, int64_t start,              \
-        const int64_t *split_high, const int64_t *packed, int slot_shift, int low_shift, int accept_bits,     \
-        int64_t offset_mask, T s, T g, T lim, Py_ssize_t *done) {                                             \
-        const __m128i cs = _mm_cvtsi64_si128(slot_shift), cl = _mm_cvtsi64_si128(low_shift),                \
-                      ca = _mm_cvtsi64_si128(accept_bits);                                                    \
-        const __m512i offm = _mm512_set1_epi64(offset_mask),                                                  \
-                      am = _mm512_set1_epi64((int64_t)((((uint64_t)1) << accept_bits) - 1)),                  \
-                      one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();                              \
+        const Layout *L, Py_ssize_t n, T *v, int64_t *flagged, int64_t *kept, int64_t start, T s, T g, T lim, \
+        Py_ssize_t *done) {                                                                                   \
         Py_ssize_t count = 0, i = 0;                                                                          \
         for (; i + 8 <= n; i += 8) {                                                                          \
-            const __m512i w = _mm512_loadu_si512((const void *)(word + i));                                   \
-            const __m512i slot = _mm512_srl_epi64(w, cs);                                                     \
-            const __m512i d = _mm512_sub_epi64(_mm512_srl_epi64(w, cl),                                       \
-                                               _mm512_i64gather_epi64(slot, (const void *)split_high, 8));    \
-            __m512i pick = _mm512_add_epi64(slot, _mm512_add_epi64(slot, slot));                              \
-            pick = _mm512_mask_add_epi64(pick, _mm512_cmpgt_epi64_mask(d, zero), pick, one);                  \
-            pick = _mm512_mask_sub_epi64(pick, _mm512_cmplt_epi64_mask(d, zero), pick, one);                  \
-            const __m512i e = _mm512_i64gather_epi64(pick, (const void *)packed, 8);                          \
-            const __m512i k = _mm512_add_epi64(_mm512_and_si512(_mm512_srl_epi64(w, ca), offm),               \
-                                               _mm512_sra_epi64(e, ca));                                      \
-            const __mmask8 flag = _mm512_cmpge_epu64_mask(_mm512_and_si512(w, am), _mm512_and_si512(e, am));  \
+            __mmask8 flag;                                                                                    \
+            const __m512i k = noise_of8(L, i, &flag);                                                         \
             LOAD_SCALE_CLAMP_ROUND                                                                            \
             STORE_SCALED                                                                                      \
             if (flag) {                                                                                       \
@@ -174,46 +204,45 @@ static int simd_available(void) {
 static PyObject *py_simd_available(PyObject *self, PyObject *args) { return PyBool_FromLong(simd_available()); }
 
 static PyObject *grid_first_pass(PyObject *self, PyObject *args) {
-    unsigned long long word, values, flagged, kept, split_high, packed;
+    unsigned long long word, word2, values, flagged, kept, split_high, t1, t2;
     Py_ssize_t n;
     long long start, offset_mask;
     int bits, slot_shift, low_shift, accept_bits, simd = 1;
     double s, g, lim;
-    if (!PyArg_ParseTuple(args, "KnKidddKKLKKiiiL|p", &word, &n, &values, &bits, &s, &g, &lim, &flagged, &kept, &start,
-                          &split_high, &packed, &slot_shift, &low_shift, &accept_bits, &offset_mask, &simd))
+    if (!PyArg_ParseTuple(args, "KKnKidddKKLKKKiiiL|p", &word, &word2, &n, &values, &bits, &s, &g, &lim, &flagged,
+                          &kept, &start, &split_high, &t1, &t2, &slot_shift, &low_shift, &accept_bits, &offset_mask,
+                          &simd))
         return NULL;
     if (bits != 32 && bits != 64) {
         PyErr_SetString(PyExc_ValueError, "grid_first_pass: the values must be float32 or float64");
         return NULL;
     }
-    if (slot_shift < 1 || slot_shift > 63 || low_shift < 0 || low_shift > 63 || accept_bits < 1 || accept_bits > 62) {
-        PyErr_SetString(PyExc_ValueError, "grid_first_pass: shift out of range");
+    if (slot_shift < 1 || slot_shift > 63 || low_shift < 0 || low_shift > 63 || accept_bits < 1 || accept_bits > 63 ||
+        (word2 == 0 && accept_bits > 62) || (word2 != 0 && t2 == 0)) {
+        PyErr_SetString(PyExc_ValueError, "grid_first_pass: shift out of range or table missing");
         return NULL;
     }
+    const Layout L = {(const int64_t *)(uintptr_t)word, (const int64_t *)(uintptr_t)word2,
+                      (const int64_t *)(uintptr_t)split_high, (const int64_t *)(uintptr_t)t1,
+                      (const int64_t *)(uintptr_t)t2, slot_shift, low_shift, accept_bits, (int64_t)offset_mask};
     simd = simd && simd_available();
     Py_ssize_t count = 0, done = 0;
-    const int64_t *w = (const int64_t *)(uintptr_t)word, *sh = (const int64_t *)(uintptr_t)split_high,
-                  *pk = (const int64_t *)(uintptr_t)packed;
     int64_t *fl = (int64_t *)(uintptr_t)flagged, *kp = (int64_t *)(uintptr_t)kept;
     Py_BEGIN_ALLOW_THREADS
     if (bits == 64) {
         double *v = (double *)(uintptr_t)values;
 #ifdef HAVE_AVX512_PASS
         if (simd)
-            count = grid_pass_f64_avx512(w, n, v, fl, kp, (int64_t)start, sh, pk, slot_shift, low_shift, accept_bits,
-                                         (int64_t)offset_mask, s, g, lim, &done);
+            count = grid_pass_f64_avx512(&L, n, v, fl, kp, (int64_t)start, s, g, lim, &done);
 #endif
-        count = grid_pass_f64(w, done, n, v, fl, kp, count, (int64_t)start, sh, pk, slot_shift, low_shift,
-                              accept_bits, (int64_t)offset_mask, s, g, lim);
+        count = grid_pass_f64(&L, done, n, v, fl, kp, count, (int64_t)start, s, g, lim);
     } else {
         float *v = (float *)(uintptr_t)values;
 #ifdef HAVE_AVX512_PASS
         if (simd)
-            count = grid_pass_f32_avx512(w, n, v, fl, kp, (int64_t)start, sh, pk, slot_shift, low_shift, accept_bits,
-                                         (int64_t)offset_mask, (float)s, (float)g, (float)lim, &done);
+            count = grid_pass_f32_avx512(&L, n, v, fl, kp, (int64_t)start, (float)s, (float)g, (float)lim, &done);
 #endif
-        count = grid_pass_f32(w, done, n, v, fl, kp, count, (int64_t)start, sh, pk, slot_shift, low_shift,
-                              accept_bits, (int64_t)offset_mask, (float)s, (float)g, (float)lim);
+        count = grid_pass_f32(&L, done, n, v, fl, kp, count, (int64_t)start, (float)s, (float)g, (float)lim);
     }
     Py_END_ALLOW_THREADS
     return PyLong_FromSsize_t(count);
@@ -245,9 +274,10 @@ static PyMethodDef methods[] = {
      "(clamp(round(values * scale), -limit, limit) + noise) in place (addresses of contiguous CPU buffers; "
      "see pyg_private.mechanisms.grid.add_noise_on_grid_)"},
     {"grid_first_pass", grid_first_pass, METH_VARARGS,
-     "grid_first_pass(word, n, values, bits, scale, granularity, limit, flagged, kept, start, split_high, packed, "
-     "slot_shift, low_shift, accept_bits, offset_mask[, simd]) -> number of flagged samples: the sampler's one-word "
-     "first pass fused with the grid step (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_); simd=False "
+     "grid_first_pass(word, word2, n, values, bits, scale, granularity, limit, flagged, kept, start, split_high, "
+     "table1, table2, slot_shift, low_shift, accept_bits, offset_mask[, simd]) -> number of flagged samples: the "
+     "sampler's first pass (one word a sample: word2 = 0, table1 the packed entries; two: table1 the bases, table2 "
+     "the thresholds) fused with the grid step (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_); simd=False "
      "keeps to the scalar loop (the same results)"},
     {"simd_available", py_simd_available, METH_NOARGS,
      "simd_available() -> whether grid_first_pass runs its AVX-512 loop on this CPU"},

@@ -473,15 +473,15 @@ class RoundedNoiseSampler:
 
         It equals :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` ``(values,
         self.sample(values.numel(), source), granularity, on_scale=on_scale)`` bit for bit, from the
-        same random words. For contiguous float32/float64 CPU values and the one-word layout, where
-        both C extensions are built, the sampler's first pass and the grid step run as one loop
+        same random words. For contiguous float32/float64 CPU values and one or two words a sample
+        (every noise scale below :math:`2^{39}` grid steps), where both C extensions are built, the sampler's first pass and the grid step run as one loop
         (:mod:`~pyg_private.mechanisms._grid_step_native`): the noise of the accepted samples is
         never written out, and the flagged ones (about 1%) are finished as in :meth:`sample`, then
         written over their provisional values. Otherwise it runs the composition above."""
         from .grid import _CLAMP, add_noise_on_grid_, check_granularity  # grid imports this module
 
         g = check_granularity(granularity)
-        if not (self.native and _native_grid is not None and self._t.words_per_sample == 1
+        if not (self.native and _native_grid is not None and self._t.words_per_sample <= 2
                 and values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
                 and values.is_contiguous() and 2.0 ** -100 <= g <= 2.0 ** 100):
             return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
@@ -541,37 +541,42 @@ class RoundedNoiseSampler:
                                  [torch.cat([f[1][i] for f in flagged]) for i in range(per)], source)
 
     def _grid_task(self, values: Tensor, step: tuple[float, float, float], source: RandomSource) -> None:
-        """:meth:`add_to_grid_` on the contiguous CPU ``values`` of one task (one-word layout): the
-        words of each chunk drawn into a borrowed buffer, the fused C pass over them, then the
-        flagged samples finished together and their values ``g * (q + K)`` written (``q`` the rounded
-        value the C pass kept), as :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` forms them."""
+        """:meth:`add_to_grid_` on the contiguous CPU ``values`` of one task (one or two words a
+        sample): the words of each chunk drawn into borrowed buffers in :meth:`_sample_task`'s order,
+        the fused C pass over them, then the flagged samples finished together and their values
+        ``g * (q + K)`` written (``q`` the rounded value the C pass kept), as
+        :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` forms them."""
         t = self._t
         n = values.numel()
         tables = t.on(values.device)
+        per = t.words_per_sample
         size = min(_CHUNK, n)
         flagged = []
+        table1, table2 = (tables["packed3"], None) if per == 1 else (tables["base3"], tables["cheap3"])
 
         def scratch():
-            return [torch.empty(size, dtype=torch.int64) for _ in range(3)]
+            return [torch.empty(size, dtype=torch.int64) for _ in range(2 + per)]
 
         bits = 64 if values.dtype == torch.float64 else 32
-        with borrow(("exact_integer_noise_grid", size), scratch) as (word, index, kept):
+        with borrow(("exact_integer_noise_grid", per, size), scratch) as (index, kept, *buffers):
             for start in range(0, n, _CHUNK):
                 m = min(_CHUNK, n - start)
-                words = source.words(m, out=word[:m])
+                words = [source.words(m, out=b[:m]) for b in buffers]
                 count = _native_grid.grid_first_pass(
-                    words.data_ptr(), m, values[start:].data_ptr(), bits, step[0], step[1], step[2],
-                    index.data_ptr(), kept.data_ptr(), start, tables["split_high"].data_ptr(),
-                    tables["packed3"].data_ptr(), WORD_BITS - t.slot_bits, t.low_shift, t.accept_bits, t.w - 1,
-                    _GRID_SIMD)
+                    words[0].data_ptr(), 0 if per == 1 else words[1].data_ptr(), m, values[start:].data_ptr(), bits,
+                    step[0], step[1], step[2], index.data_ptr(), kept.data_ptr(), start,
+                    tables["split_high"].data_ptr(), table1.data_ptr(), 0 if table2 is None else table2.data_ptr(),
+                    WORD_BITS - t.slot_bits, t.low_shift, t.accept_bits, t.w - 1, _GRID_SIMD)
                 if count:
                     idx = index[:count].clone()
-                    flagged.append((idx, kept[:count].clone(), words.index_select(0, idx - start)))
+                    local = idx - start
+                    flagged.append((idx, kept[:count].clone(), [w.index_select(0, local) for w in words]))
         if not flagged:
             return
         where = torch.cat([f[0] for f in flagged])
         noise = torch.empty(where.numel(), dtype=torch.int64)
-        self._finish_flagged(noise, torch.arange(where.numel()), [torch.cat([f[2] for f in flagged])], source)
+        self._finish_flagged(noise, torch.arange(where.numel()), [torch.cat([f[2][i] for f in flagged])
+                                                                   for i in range(per)], source)
         total = torch.cat([f[1] for f in flagged]).add_(noise)  # wraps as the C sum does
         values[where] = torch.mul(total.to(values.dtype), torch.tensor(step[1], dtype=values.dtype))
 

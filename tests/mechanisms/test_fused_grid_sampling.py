@@ -43,8 +43,15 @@ def _count_flagged(sampler, monkeypatch) -> list:
     return seen
 
 
-@pytest.mark.parametrize("kind, scale", [("gaussian", 2.0 ** 20), ("gaussian", 3.3e7), ("two_laplace", 1.7 * 2.0 ** 22),
-                                         ("laplace", 2.0 ** 30)])
+KINDS = [("gaussian", 2.0 ** 20), ("gaussian", 3.3e7), ("two_laplace", 1.7 * 2.0 ** 22), ("laplace", 2.0 ** 30),
+         ("two_laplace", 2.0 ** 36.1), ("gaussian", 2.0 ** 40)]  # the last: two words a sample
+
+
+def test_both_word_layouts_are_covered():
+    assert {RoundedNoiseSampler(k, s)._t.words_per_sample for k, s in KINDS} == {1, 2}
+
+
+@pytest.mark.parametrize("kind, scale", KINDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("on_scale", [False, True])
 @pytest.mark.parametrize("n", [1, 9, 70_001])
@@ -59,11 +66,13 @@ def test_equals_sample_then_grid_step(kind, scale, dtype, on_scale, n):
 
 @fused
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_across_tasks_with_flagged_samples(dtype, monkeypatch):
+@pytest.mark.parametrize("kind, scale, words", [("gaussian", 5.5e6, 1), ("gaussian", 2.0 ** 40, 2)])
+def test_across_tasks_with_flagged_samples(dtype, kind, scale, words, monkeypatch):
     """Two tasks (spawned streams) and a few thousand flagged samples, among them alias ties
     (probability 2^-12 each) and rejections: the same release as the composition."""
     n = E._TASK + 80_000
-    sampler = RoundedNoiseSampler("gaussian", 5.5e6)
+    sampler = RoundedNoiseSampler(kind, scale)
+    assert sampler._t.words_per_sample == words
     flagged = _count_flagged(sampler, monkeypatch)
     v = _values(n, dtype, False, seed=3)
     a, b = v.clone(), v.clone()
@@ -76,10 +85,11 @@ def test_across_tasks_with_flagged_samples(dtype, monkeypatch):
 @fused
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("n", [7, 8, 65, 70_001])
-def test_simd_loop_matches_scalar_loop(dtype, n, monkeypatch):
+@pytest.mark.parametrize("scale", [3.3e7, 2.0 ** 40])
+def test_simd_loop_matches_scalar_loop(dtype, n, scale, monkeypatch):
     if not E._native_grid.simd_available():
         pytest.skip("no AVX-512 on this CPU: only the scalar loop runs")
-    sampler = RoundedNoiseSampler("gaussian", 3.3e7)
+    sampler = RoundedNoiseSampler("gaussian", scale)
     v = _values(n, dtype, False, seed=5)
     a, b = v.clone(), v.clone()
     sampler.add_to_grid_(a, 2.0 ** -20, _seeded(2))
@@ -88,7 +98,7 @@ def test_simd_loop_matches_scalar_loop(dtype, n, monkeypatch):
     assert torch.equal(_bits(a), _bits(b))
 
 
-@pytest.mark.parametrize("case", ["no_extension", "not_contiguous", "two_words", "integer_values"])
+@pytest.mark.parametrize("case", ["no_extension", "not_contiguous", "three_words", "integer_values"])
 def test_other_inputs_take_the_composition(case, monkeypatch):
     scale, g = 3.3e7, 2.0 ** -20
     v = _values(3000, torch.float64, False, seed=1).view(100, 30)
@@ -96,9 +106,9 @@ def test_other_inputs_take_the_composition(case, monkeypatch):
         monkeypatch.setattr(E, "_native_grid", None)
     elif case == "not_contiguous":
         v = v.t()
-    elif case == "two_words":
-        scale = 2.0 ** 40  # too many offset bits for one word per sample
-        assert RoundedNoiseSampler("gaussian", scale)._t.words_per_sample > 1
+    elif case == "three_words":
+        scale = 2.0 ** 45  # too many offset bits for two words a sample
+        assert RoundedNoiseSampler("gaussian", scale)._t.words_per_sample == 3
     else:
         v, g = torch.randint(-1000, 1000, (100, 30)).to(torch.float16), 1.0
     sampler = RoundedNoiseSampler("gaussian", scale)
