@@ -11,6 +11,7 @@ from torch import Tensor
 from ..accounting.validation import check_probability
 from ..utils.appr import (Steps, _at_rounding_level, _check_steps, _check_tol, _norm_weight, _not_converged,
                           _stall_update, _stall_window, _ROUNDING_FLOOR)
+from ..utils.csr_product import CsrProduct
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease
 from .partition import block_csr
@@ -185,6 +186,7 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
     adj, diag = _block_normalized(crow, col, degree, n, r=r, self_loops=self_loops, weight=1.0 - alpha,
                                   dtype=x.dtype)
     restart = x * alpha
+    product = CsrProduct(adj)  # the C kernel where it runs: addmm's values (the product, then + restart)
     buffers = (torch.empty_like(x), torch.empty_like(x))
     gathered = torch.empty((info.world * layout.width, x.size(1)), dtype=x.dtype, device=info.device)
     floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
@@ -199,7 +201,10 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
         k += 1
         out = buffers[k % 2]
         full = all_gather_rows(h, layout, info, gathered)
-        torch.addmm(restart, adj, full, out=out)
+        if product.native:
+            product(full, out=out).add_(restart)
+        else:
+            torch.addmm(restart, adj, full, out=out)
         del full
         if diag is not None:
             out.addcmul_(h, diag)

@@ -55,7 +55,10 @@ reported privacy figure; not added to the ledger).
 one fused C loop over each chunk of words (``_first_pass_native``, built at installation where a
 C compiler exists; about 1.8 ns a sample against 4.5 ns for the same integer computation as torch
 operations, :func:`first_pass`, which runs otherwise and on other devices). Both give the same
-samples from the same words; ``tests/mechanisms/test_native_first_pass.py`` compares them.
+samples from the same words; ``tests/mechanisms/test_native_first_pass.py`` compares them. A grid
+release (:meth:`RoundedNoiseSampler.add_to_grid_`) fuses the first pass with the grid step in one
+loop, vectorised with AVX-512 where the CPU has it (about 1.3 ns a sample with the grid step,
+against 1.8 + 0.8 ns for the two passes), again with the same results as the composition.
 
 Scales below :data:`MIN_SCALE` (:math:`2^{20}` grid steps) are refused: the grid is chosen fine
 enough by :func:`pyg_private.mechanisms.grid.choose_granularity`.
@@ -474,10 +477,12 @@ class RoundedNoiseSampler:
         It equals :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` ``(values,
         self.sample(values.numel(), source), granularity, on_scale=on_scale)`` bit for bit, from the
         same random words. For contiguous float32/float64 CPU values and one or two words a sample
-        (every noise scale below :math:`2^{39}` grid steps), where both C extensions are built, the sampler's first pass and the grid step run as one loop
-        (:mod:`~pyg_private.mechanisms._grid_step_native`): the noise of the accepted samples is
-        never written out, and the flagged ones (about 1%) are finished as in :meth:`sample`, then
-        written over their provisional values. Otherwise it runs the composition above."""
+        (every noise scale below :math:`2^{39}` grid steps), where both C extensions are built, the
+        sampler's first pass and the grid step run as one loop
+        (:mod:`~pyg_private.mechanisms._grid_step_native`, eight samples at a time in AVX-512
+        registers where the CPU has them): the noise of the accepted samples is never written out,
+        and the flagged ones (about 1%) are finished as in :meth:`sample`, then written over their
+        provisional values. Otherwise it runs the composition above."""
         from .grid import _CLAMP, add_noise_on_grid_, check_granularity  # grid imports this module
 
         g = check_granularity(granularity)

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from ..accounting.validation import check_probability
 from .adjacency import csr_indices, power_normalized_adjacency_csr, simple_undirected_csr
+from .csr_product import CsrProduct
 from .graph_validation import adjacency_to_edge_index, simple_undirected
 
 __all__ = ["appr_propagate"]
@@ -52,6 +53,8 @@ _ROUNDING_FLOOR = 8
 #: rounding error bound of one step (see ``appr_propagate``'s ``tol`` and ``_stall_update``)
 _PROGRESS = 0.5
 _NOISE_MARGIN = 4.0
+#: rows per block of the restart term's addition (a block-sized temporary, never N x F)
+_RESTART_ROWS = 1 << 14
 
 
 @torch.no_grad()
@@ -161,11 +164,27 @@ def appr_propagate(x: Tensor, edge_index_or_adj: Any, *, alpha: float, steps: St
     return torch.cat([results[m] for m in step_list], dim=1).div_(len(step_list))
 
 
+def _restarted_product(product: CsrProduct, adj: Tensor, h: Tensor, x: Tensor, alpha: float, out: Tensor) -> None:
+    """``out <- torch.addmm(x, adj, h, beta=alpha)``, i.e. ``adj @ h + alpha x``, with addmm's rounding:
+    the product rounded, ``alpha x`` rounded, then their sum. With the C kernel the product goes into
+    ``out`` and ``alpha x`` is added in row blocks (a block-sized temporary); ``tests/utils/test_appr.py``
+    checks that both give the same values bit for bit."""
+    if not product.native:
+        torch.addmm(x, adj, h, beta=alpha, out=out)
+        return
+    product(h, out=out)
+    scratch = torch.empty((min(_RESTART_ROWS, x.size(0)), x.size(1)), dtype=x.dtype, device=x.device)
+    for a in range(0, x.size(0), _RESTART_ROWS):
+        b = min(a + _RESTART_ROWS, x.size(0))
+        out[a:b].add_(torch.mul(x[a:b], alpha, out=scratch[:b - a]))
+
+
 def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, self_loops: bool,
                stops: set, last: int, until_converged: bool, tol: float, max_iter: int) -> dict:
     """Run H_k = (1 - alpha) Ã H_{k-1} + alpha X; return {k: H_k} for k in ``stops`` (and inf)."""
     adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=1.0 - alpha,
                                                dtype=x.dtype)
+    product = CsrProduct(adj)  # A~ h: the C kernel where it runs (the same values), torch's addmm otherwise
     buffers = (torch.empty_like(x), torch.empty_like(x))
     floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
     window = _stall_window(alpha)
@@ -177,7 +196,7 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
     while True:
         k += 1
         out = buffers[k % 2]  # never h, which lies in the other buffer (or is x)
-        torch.addmm(x, adj, h, beta=alpha, out=out)  # alpha x + (1 - alpha) A~ h: no N x F restart buffer
+        _restarted_product(product, adj, h, x, alpha, out)  # alpha x + (1 - alpha) A~ h, no N x F restart buffer
         if diag is not None:
             out.addcmul_(h, diag)
         if k in stops:  # a copy, unless it is the last iterate computed

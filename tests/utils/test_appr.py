@@ -390,3 +390,27 @@ def test_rounding_noise_bounds_one_float32_step():
         bound = appr_module._rounding_noise(h, restart, adj, diag, crow,
                                             None if weight is None else weight.float())
         assert 0 < float(error.max()) <= bound
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("r, self_loops", [(0.0, True), (0.5, False)])
+@pytest.mark.parametrize("steps", [10, math.inf])
+def test_c_kernel_path_is_bit_identical_to_addmm(dtype, r, self_loops, steps, monkeypatch):
+    """The recursion's ``alpha X + (1 - alpha) Ã H`` with CsrProduct's kernel and the restart added in
+    row blocks gives torch.addmm's values bit for bit (blocks of 97 rows here, so that many
+    block boundaries and a short last block are crossed)."""
+    from pyg_private.utils import appr as appr_module
+    from pyg_private.utils.csr_product import CsrProduct, csr_product_available
+
+    if not csr_product_available():
+        pytest.skip("the C CSR product is not built or this CPU has no AVX2")
+    monkeypatch.setattr(appr_module, "_RESTART_ROWS", 97)
+    torch.manual_seed(3)
+    n = 1500
+    ei = simple_undirected(erdos_renyi_graph(n, 12 / n), n)[0]
+    x = _features(n, f=37, seed=4, dtype=dtype) * 1e3
+    kw = dict(alpha=0.15, steps=steps, r=r, self_loops=self_loops)
+    fast = appr_propagate(x, ei, **kw)
+    monkeypatch.setattr(appr_module, "CsrProduct", lambda adj: CsrProduct(adj, native=False))
+    reference = appr_propagate(x, ei, **kw)
+    assert torch.equal(fast, reference)
