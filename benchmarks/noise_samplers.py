@@ -11,6 +11,9 @@ asserted.
   * float Gaussian: ``torch.randn`` in float64 (what the layers used), also float32
   * float Laplace: the difference of two exponentials (``pyg_private.mechanisms._noise.laplace_noise``)
   * safe: ``RoundedNoiseSampler`` at 2^30 grid steps per scale (the ratio hardly depends on it)
+  * a release of float32 values, as the layers' hops make it: ``values.add_(randn)`` (float) against
+    ``RoundedNoiseSampler.add_to_grid_`` (safe: the exact draws and the grid rounding in one fused
+    pass); their ratio is against the float release
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ def main() -> None:
     n = args.n
     scale = 2.0 ** 30 * 1.37
     gauss, lap = RoundedNoiseSampler("gaussian", scale), RoundedNoiseSampler("laplace", scale)
+    values, noise = torch.randn(n), torch.empty(n)  # a hop's float32 values, and the float noise's buffer
     cases = {
         "float Gaussian (randn, float64)": lambda: torch.randn(n, dtype=torch.float64),
         "float Gaussian (randn, float32)": lambda: torch.randn(n),
@@ -46,6 +50,8 @@ def main() -> None:
         "float Laplace (float64)": lambda: laplace_noise((n,), 1.0, device=torch.device("cpu")),
         "safe Laplace": lambda: lap.sample(n, RandomSource()),
         "safe Laplace, secure_mode": lambda: lap.sample(n, RandomSource(secure=True)),
+        "float Gaussian release (float32)": lambda: values.add_(torch.randn(n, out=noise)),
+        "safe Gaussian release (float32)": lambda: gauss.add_to_grid_(values, 2.0 ** -20, RandomSource()),
     }
     best = {name: float("inf") for name in cases}
     for f in cases.values():  # warm-up
@@ -56,10 +62,12 @@ def main() -> None:
             f()
             best[name] = min(best[name], time.perf_counter() - start)
     print(f"{n:,} samples per call, best of {args.repeats}, {args.threads} threads, torch {torch.__version__}")
-    anchors = {"Gaussian": best["float Gaussian (randn, float64)"], "Laplace": best["float Laplace (float64)"]}
+    anchors = {"Gaussian": best["float Gaussian (randn, float64)"], "Laplace": best["float Laplace (float64)"],
+               "release": best["float Gaussian release (float32)"]}
     for name, t in best.items():
-        anchor = anchors["Gaussian" if "Gaussian" in name else "Laplace"]
-        print(f"{name:34s} {n / t / 1e6:8.1f} M samples/s   {t * 1e3:8.1f} ms   {t / anchor:5.2f}x float64")
+        kind = "release" if "release" in name else "Gaussian" if "Gaussian" in name else "Laplace"
+        against = "float release" if kind == "release" else "float64"
+        print(f"{name:34s} {n / t / 1e6:8.1f} M samples/s   {t * 1e3:8.1f} ms   {t / anchors[kind]:5.2f}x {against}")
 
 
 if __name__ == "__main__":

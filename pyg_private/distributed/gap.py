@@ -11,7 +11,7 @@ from torch_geometric.typing import Adj
 from ..nn._call_checks import reject_grad_input
 from ..nn._grid_gaussian import add_grid_gaussian_
 from ..nn.gap_aggregation import GAPAggregation
-from ..utils.csr_product import CsrProduct
+from ..utils.csr_product import CsrProduct, unit_values
 from ._comm import GroupInfo, Layout, all_gather_rows
 from ._release import RowPartitionedRelease
 from .partition import block_csr
@@ -85,7 +85,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         """This process's rows of every hop, each cast to ``out_dtype`` as it is written into one
         ``[e - s, (K + 1) F]`` output; one gather buffer and one product buffer reused by every hop."""
         layer: GAPAggregation = self.layer
-        adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=x.device), n)
+        adj = block_csr(crow, col, unit_values(col.numel(), device=x.device), n)  # ones never stored
         std = layer.noise_multiplier * layer.sensitivity
         source, generator = self._streams(info, x.device, std, grid)
         f = x.size(1)

@@ -15,7 +15,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
 from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid
 from ..utils.adjacency import inverse_degree
-from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, with_int32_indices
+from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, unit_values, with_int32_indices
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
@@ -245,7 +245,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         layer: NoisyPPRDiffusion = self.layer
         beta = 1.0 - layer.alpha
         on_cpu = s0.device.type == "cpu"
-        adj = block_csr(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device), n)
+        adj = block_csr(crow, col, unit_values(col.numel(), device=col.device), n)  # ones never stored
         if on_cpu:
             adj = with_int32_indices(adj)
         neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise

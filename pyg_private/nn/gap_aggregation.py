@@ -17,7 +17,7 @@ from ._grid_gaussian import add_grid_gaussian_
 from ._grid_gaussian import plan_grid as plan_hop_grid
 from ..accounting.validation import check_positive_int
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.csr_product import CsrProduct
+from ..utils.csr_product import CsrProduct, unit_values
 from ..utils.adjacency import validated_csr
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease
@@ -198,7 +198,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         and K = 2: 3.9 GB of float64 and the 2.9 GB float32 output, instead of six float64 copies
         and a 5.9 GB float64 concatenation)."""
         crow, col = graph  # the validated simple undirected graph's CSR arrays
-        adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
+        adj = csr_matrix(crow, col, unit_values(col.numel(), device=col.device))  # ones never stored
         std = self.noise_multiplier * self.sensitivity
         f = x.size(1)
         out = torch.empty(x.size(0), (self.K + 1) * f, dtype=out_dtype, device=x.device)

@@ -20,7 +20,7 @@ from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import _csr as csr_matrix
-from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, with_int32_indices
+from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, unit_values, with_int32_indices
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index, seed_matrix
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
@@ -495,7 +495,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         beta = 1.0 - self.alpha
         on_cpu = s0.device.type == "cpu"
         crow, col = graph  # the validated graph's CSR arrays: row i holds i's neighbours
-        adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
+        adj = csr_matrix(crow, col, unit_values(col.numel(), device=col.device))  # ones never stored
         deg = crow.diff().to(torch.float64)
         if on_cpu:
             adj = with_int32_indices(adj)

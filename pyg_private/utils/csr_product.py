@@ -26,7 +26,7 @@ try:  # the AVX2 kernels (optional: built at installation where a C compiler exi
 except ImportError:  # pragma: no cover - depends on the installation
     _native = None
 
-__all__ = ["CsrProduct", "csr_product_available", "clamp_and_scale_rows", "with_int32_indices"]
+__all__ = ["CsrProduct", "csr_product_available", "clamp_and_scale_rows", "with_int32_indices", "unit_values"]
 
 #: rows are split over torch's threads only when each gets at least this many stored entries
 _MIN_ENTRIES_PER_THREAD = 1 << 16
@@ -35,6 +35,13 @@ _MIN_ENTRIES_PER_THREAD = 1 << 16
 def csr_product_available() -> bool:
     """Whether the C kernels are installed and this CPU runs them (AVX2)."""
     return _native is not None and bool(_native.available())
+
+
+def unit_values(nnz: int, dtype: torch.dtype = torch.float64, device: Optional[torch.device] = None) -> Tensor:
+    """The ``nnz`` stored ones of a 0/1 adjacency as a broadcast view of one value (8 bytes instead of
+    ``8 nnz``: 1 GB at ogbn-products' 124M entries). ``CsrProduct(adj, unit_values=True)`` never
+    reads them, and its torch fallback materialises them; give such a CSR to nothing else."""
+    return torch.ones(1, dtype=dtype, device=device).expand(int(nnz))
 
 
 class CsrProduct:
@@ -55,6 +62,7 @@ class CsrProduct:
     def __init__(self, adj: Tensor, *, unit_values: bool = False, native: Optional[bool] = None) -> None:
         self.adj = adj
         self.unit_values = bool(unit_values)
+        self._materialised: Optional[Tensor] = None
         if native is not False and csr_product_available():
             adj = with_int32_indices(adj)  # int64 indices that fit: one int32 copy for the kernel
         self._kernel_adj = adj
@@ -97,12 +105,27 @@ class CsrProduct:
             fused = add is not None and x.dtype == torch.float64
             self._run(kadj, 0 if unit else values.data_ptr(), x, out, add if fused else None, float(scale))
             return out if add is None or fused else out.add_(add).mul_(scale)
+        adj = self._torch_adj()
         if out is None:  # torch's kernels; with weights, the one the kernel matches (addmm's, not the reduce path)
             out = torch.sparse.mm(adj, x, "sum") if self.unit_values and adj.device.type == "cpu" \
                 else torch.sparse.mm(adj, x)
         else:
             torch.addmm(out, adj, x, beta=0.0, out=out)
         return out if add is None else out.add_(add).mul_(scale)
+
+    def _torch_adj(self) -> Tensor:
+        """The adjacency for torch's kernels: values broadcast from one (:func:`unit_values`) made
+        contiguous once, on the first call that needs them."""
+        adj = self.adj
+        if adj.layout != torch.sparse_csr or adj.values().is_contiguous():
+            return adj
+        if self._materialised is None:
+            with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+                warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                self._materialised = torch.sparse_csr_tensor(adj.crow_indices(), adj.col_indices(),
+                                                             adj.values().contiguous(), adj.shape,
+                                                             check_invariants=False)
+        return self._materialised
 
     def _run(self, kadj: Tensor, values: int, x: Tensor, out: Tensor, add: Optional[Tensor], scale: float) -> None:
         """The kernel over row ranges of about equal numbers of entries, one per torch thread (the
@@ -140,9 +163,10 @@ class CsrProduct:
 
     def _fits(self, x: Tensor, out: Optional[Tensor], shape: tuple[int, int]) -> bool:
         values = self._kernel_adj.values()
+        unread = self.unit_values and x.dtype == torch.float64  # the unit kernel reads no value
         return (x.dim() == 2 and x.size(0) == self._kernel_adj.size(1) and x.device.type == "cpu"
                 and x.dtype in (torch.float32, torch.float64) and values.dtype == x.dtype
-                and values.is_contiguous() and x.is_contiguous()
+                and (unread or values.is_contiguous()) and x.is_contiguous()
                 and (out is None or (tuple(out.shape) == shape and out.dtype == x.dtype
                                      and out.device.type == "cpu" and out.is_contiguous())))
 

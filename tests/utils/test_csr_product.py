@@ -182,3 +182,22 @@ def test_clamp_and_scale_rows_as_torch(channels):
     clamp_and_scale_rows(s, upper, weight, xc, scaled)
     ref = torch.clamp(s, min=s.new_zeros(()), max=upper)
     assert torch.equal(xc, ref) and torch.equal(scaled, torch.mul(ref, weight))
+
+
+@pytest.mark.parametrize("native", [pytest.param(True, marks=needs_kernel), False])
+def test_unit_values_view_is_never_stored(native):
+    """A 0/1 adjacency whose ones are `unit_values` (a broadcast view of one value) gives the same
+    product as stored ones, on the kernel (which reads no value) and on torch's path (which
+    materialises the ones once, for itself)."""
+    g = _graph(seed=5)
+    crow, col = g.crow_indices(), g.col_indices()
+    ones = NS.unit_values(col.numel())
+    assert ones.untyped_storage().nbytes() == 8 and ones.numel() == col.numel()
+    view = torch.sparse_csr_tensor(crow, col, ones, (300, 300), check_invariants=False)
+    stored = torch.sparse_csr_tensor(crow, col, torch.ones(col.numel(), dtype=torch.float64), (300, 300))
+    x = torch.randn(300, 17, dtype=torch.float64)
+    product = CsrProduct(view, unit_values=True, native=native)
+    got = product(x)
+    assert torch.equal(got, CsrProduct(stored, unit_values=True, native=False)(x))
+    assert torch.equal(product(x, out=torch.empty_like(got)), got)
+    assert product.adj.values().untyped_storage().nbytes() == 8  # the layer's adjacency is left as it is
