@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Literal
+from typing import Callable, Literal, Optional
 
 import mpmath
 import torch
@@ -486,14 +486,39 @@ class RoundedNoiseSampler:
         from .grid import _CLAMP, add_noise_on_grid_, check_granularity  # grid imports this module
 
         g = check_granularity(granularity)
-        if not (self.native and _native_grid is not None and self._t.words_per_sample <= 2
-                and values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
-                and values.is_contiguous() and 2.0 ** -100 <= g <= 2.0 ** 100):
+        if not self._fused(values, g):
             return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
         flat = values.view(-1)
         step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
-        self._run_tasks(flat.numel(), source, lambda lo, hi, stream: self._grid_task(flat[lo:hi], step, stream))
+        self._run_tasks(flat.numel(), source,
+                        lambda lo, hi, stream: self._grid_finish(flat[lo:hi], step, stream,
+                                                                 self._grid_pass(flat[lo:hi], step, stream)))
         return values
+
+    def add_to_grid_staged_(self, values: Tensor, granularity: float, source: RandomSource, *,
+                            on_scale: bool = False) -> Callable[[], None]:
+        """:meth:`add_to_grid_` in two stages: this call runs the fused C pass (the words and the loop
+        release the GIL) and returns the second stage, which finishes the flagged draws (Python)
+        and writes their values. Call it once, in any thread, before ``values`` is read: the result
+        is :meth:`add_to_grid_`'s, bit for bit (the stream's words are drawn in the same order).
+        Where the fused pass does not run, or for more than :data:`_TASK` values (several
+        streams), the whole release happens here and the second stage does nothing."""
+        from .grid import _CLAMP, check_granularity  # grid imports this module
+
+        g = check_granularity(granularity)
+        if values.numel() > _TASK or not self._fused(values, g):
+            self.add_to_grid_(values, g, source, on_scale=on_scale)
+            return lambda: None
+        flat = values.view(-1)
+        step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
+        pending = self._grid_pass(flat, step, source)
+        return lambda: self._grid_finish(flat, step, source, pending)
+
+    def _fused(self, values: Tensor, g: float) -> bool:
+        """Whether the fused C pass takes ``values`` on the grid ``g``."""
+        return (self.native and _native_grid is not None and self._t.words_per_sample <= 2
+                and values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
+                and values.is_contiguous() and 2.0 ** -100 <= g <= 2.0 ** 100)
 
     @staticmethod
     def _run_tasks(n: int, source: RandomSource, task: Callable[[int, int, RandomSource], None]) -> None:
@@ -545,12 +570,11 @@ class RoundedNoiseSampler:
             self._finish_flagged(out, torch.cat([f[0] for f in flagged]),
                                  [torch.cat([f[1][i] for f in flagged]) for i in range(per)], source)
 
-    def _grid_task(self, values: Tensor, step: tuple[float, float, float], source: RandomSource) -> None:
-        """:meth:`add_to_grid_` on the contiguous CPU ``values`` of one task (one or two words a
-        sample): the words of each chunk drawn into borrowed buffers in :meth:`_sample_task`'s order,
-        the fused C pass over them, then the flagged samples finished together and their values
-        ``g * (q + K)`` written (``q`` the rounded value the C pass kept), as
-        :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` forms them."""
+    def _grid_pass(self, values: Tensor, step: tuple[float, float, float], source: RandomSource) -> Optional[tuple]:
+        """The first stage of :meth:`add_to_grid_` on the contiguous CPU ``values`` of one task (one
+        or two words a sample): the words of each chunk drawn into borrowed buffers in
+        :meth:`_sample_task`'s order and the fused C pass over them. Returns the flagged samples
+        (their indices, rounded values ``q`` and words) for :meth:`_grid_finish`, or ``None``."""
         t = self._t
         n = values.numel()
         tables = t.on(values.device)
@@ -577,12 +601,21 @@ class RoundedNoiseSampler:
                     local = idx - start
                     flagged.append((idx, kept[:count].clone(), [w.index_select(0, local) for w in words]))
         if not flagged:
+            return None
+        return (torch.cat([f[0] for f in flagged]), torch.cat([f[1] for f in flagged]),
+                [torch.cat([f[2][i] for f in flagged]) for i in range(per)])
+
+    def _grid_finish(self, values: Tensor, step: tuple[float, float, float], source: RandomSource,
+                     pending: Optional[tuple]) -> None:
+        """The second stage: the flagged samples finished together (:meth:`_finish_flagged`, more
+        words from the same stream) and their values ``g * (q + K)`` written over the provisional
+        ones, as :func:`~pyg_private.mechanisms.grid.add_noise_on_grid_` forms them."""
+        if pending is None:
             return
-        where = torch.cat([f[0] for f in flagged])
+        where, kept, words = pending
         noise = torch.empty(where.numel(), dtype=torch.int64)
-        self._finish_flagged(noise, torch.arange(where.numel()), [torch.cat([f[2][i] for f in flagged])
-                                                                   for i in range(per)], source)
-        total = torch.cat([f[1] for f in flagged]).add_(noise)  # wraps as the C sum does
+        self._finish_flagged(noise, torch.arange(where.numel()), words, source)
+        total = kept.add_(noise)  # wraps as the C sum does
         values[where] = torch.mul(total.to(values.dtype), torch.tensor(step[1], dtype=values.dtype))
 
     def _finish_flagged(self, out: Tensor, index: Tensor, words: list[Tensor], source: RandomSource) -> None:

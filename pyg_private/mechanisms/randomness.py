@@ -32,7 +32,7 @@ import contextlib
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, TypeVar
 
 import numpy as np
 import torch
@@ -44,11 +44,12 @@ except ImportError:  # pragma: no cover - depends on the installation
     Cipher = algorithms = None
 
 __all__ = ["RandomSource", "set_secure_mode", "get_secure_mode", "secure_mode", "resolve_secure_mode",
-           "secure_stream_available", "run_tasks", "WORD_BITS"]
+           "secure_stream_available", "run_tasks", "run_staged", "WORD_BITS"]
 
 #: Bits in every word a :class:`RandomSource` returns (``int64`` in ``[0, 2**WORD_BITS)``).
 WORD_BITS = 63
 _WORD_MASK = (1 << WORD_BITS) - 1
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _secure_default = False
@@ -137,6 +138,24 @@ def run_tasks(task: Callable[[int], None], count: int, device: torch.device) -> 
     else:
         for i in range(count):
             task(i)
+
+
+def run_staged(first: Callable[[int], T], second: Callable[[int, T], None], count: int,
+               device: torch.device) -> None:
+    """``second(i, first(i))`` for ``i = 0, ..., count - 1``: the ``first`` stages on
+    ``torch.get_num_threads()`` worker threads, each ``second`` in the calling thread, in order, as
+    soon as its ``first`` is done (in order, in this thread, with one thread or elsewhere). For work
+    whose first stage releases the GIL (C loops) and whose second holds it (Python): the two
+    overlap instead of contending for the GIL. The tasks must be independent, as for
+    :func:`run_tasks`."""
+    workers = min(torch.get_num_threads(), count) if torch.device(device).type == "cpu" else 1
+    if workers <= 1:
+        for i in range(count):
+            second(i, first(i))
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        for i, result in enumerate(pool.map(first, range(count))):
+            second(i, result)
 
 
 class RandomSource:

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity
-from ..mechanisms.randomness import RandomSource, run_tasks
+from ..mechanisms.randomness import RandomSource, run_staged
 
 __all__ = ["plan_grid", "add_grid_gaussian_"]
 
@@ -48,8 +48,10 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
                        post: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
     """Replace every row block of the 2-D floating ``out`` by ``post(g * (round(out / g) +
     K))`` in place, ``K`` exact rounded Gaussian noise of std ``std / g``. The row blocks of about 2^19
-    entries run on ``torch.get_num_threads()`` threads, each with its own stream
-    (:meth:`RandomSource.spawn`: reproducible under a seed); ``g * (...)`` is computed in ``out``'s
+    entries each have their own stream (:meth:`RandomSource.spawn`: reproducible under a seed);
+    their fused C passes run on ``torch.get_num_threads()`` threads while this thread finishes the
+    flagged draws of the blocks already passed and runs ``post`` on them
+    (:func:`~pyg_private.mechanisms.randomness.run_staged`); ``g * (...)`` is computed in ``out``'s
     dtype (the cast of the integer rounds to that precision, the product by the power of two ``g``
     is exact; :meth:`RoundedNoiseSampler.add_to_grid_`, one pass with the sampling where the C
     extensions are built, no full-size temporary) and ``post`` (which may work in place) runs on
@@ -61,13 +63,16 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
     starts = list(range(0, out.size(0), rows))
     sources = source.spawn(len(starts)) if len(starts) > 1 else [source]
 
-    def block(i: int) -> None:
+    def noise(i: int) -> Callable[[], None]:  # on the worker threads: the fused C pass, the GIL released
+        return sampler.add_to_grid_staged_(out[starts[i]:starts[i] + rows], granularity, sources[i])
+
+    def finish(i: int, rest: Callable[[], None]) -> None:  # in this thread: the flagged draws (Python), then post
+        rest()  # now the same values as add_noise_on_grid_(part, sampler.sample(...))
         part = out[starts[i]:starts[i] + rows]
-        sampler.add_to_grid_(part, granularity, sources[i])  # the same values as add_noise_on_grid_(part, sample)
         if post is not None:
             value = post(part)
             if value is not part:
                 part.copy_(value)
 
-    run_tasks(block, len(starts), out.device)
+    run_staged(noise, finish, len(starts), out.device)
     return out

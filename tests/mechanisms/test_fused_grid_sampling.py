@@ -154,3 +154,63 @@ def test_words_into_a_buffer_are_the_same_words():
                 torch.empty(2000, dtype=torch.int64)[::2]):
         with pytest.raises(ValueError, match="contiguous int64"):
             default.words(1000, out=bad)
+
+
+@pytest.mark.parametrize("kind, scale, n", [("gaussian", 3.3e7, 70_001), ("gaussian", 2.0 ** 45, 3000),
+                                            ("gaussian", 3.3e7, E._TASK + 10)])
+def test_staged_release_is_the_same_release(kind, scale, n):
+    """The two stages (the C pass, then the flagged draws, possibly in another thread) give
+    add_to_grid_'s values; values it cannot fuse, or more than one task, are released whole by the
+    first stage."""
+    sampler = RoundedNoiseSampler(kind, scale)
+    v = _values(n, torch.float32, False, seed=6)
+    a, b = v.clone(), v.clone()
+    rest = sampler.add_to_grid_staged_(a, 2.0 ** -20, _seeded(12))
+    rest()
+    sampler.add_to_grid_(b, 2.0 ** -20, _seeded(12))
+    assert torch.equal(_bits(a), _bits(b))
+
+
+def test_grid_gaussian_blocks_the_same_on_one_and_two_threads():
+    """The contractive and GAP hops' noise (row blocks, each with its own stream; passes on worker
+    threads, flagged draws finished in the calling thread) does not depend on the thread count."""
+    from pyg_private.nn._grid_gaussian import add_grid_gaussian_
+
+    x = torch.randn(30_000, 50, generator=torch.Generator().manual_seed(1))
+    threads = torch.get_num_threads()
+    out = []
+    try:
+        for k in (1, 2):
+            torch.set_num_threads(k)
+            out.append(add_grid_gaussian_(x.clone(), 0.7, 2.0 ** -22, _seeded(5), post=lambda v: v.mul_(0.5)))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(out[0], out[1])
+    reference = x.clone()
+    rows = 2 ** 19 // 50
+    for part, stream in zip(reference.split(rows), _seeded(5).spawn(-(-30_000 // rows))):
+        RoundedNoiseSampler("gaussian", 0.7 / 2.0 ** -22).add_to_grid_(part, 2.0 ** -22, stream)
+        part.mul_(0.5)
+    assert torch.equal(out[0], reference)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_run_staged_runs_every_second_stage_in_order(threads):
+    from pyg_private.mechanisms.randomness import run_staged
+
+    seen = []
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        run_staged(lambda i: i * i, lambda i, r: seen.append((i, r)), 7, torch.device("cpu"))
+
+        def boom(i):
+            if i == 3:
+                raise RuntimeError("stage one failed")
+            return i
+
+        with pytest.raises(RuntimeError, match="stage one failed"):
+            run_staged(boom, lambda i, r: None, 6, torch.device("cpu"))
+    finally:
+        torch.set_num_threads(previous)
+    assert seen == [(i, i * i) for i in range(7)]
