@@ -74,7 +74,7 @@ import torch
 from torch import Tensor
 
 from ._workspace import borrow
-from .randomness import WORD_BITS, RandomSource, run_tasks
+from .randomness import WORD_BITS, RandomSource, run_staged, run_tasks
 
 try:  # the fused first pass in C (optional: built at installation where a C compiler exists)
     from . import _first_pass_native as _native
@@ -482,7 +482,10 @@ class RoundedNoiseSampler:
         (:mod:`~pyg_private.mechanisms._grid_step_native`, eight samples at a time in AVX-512
         registers where the CPU has them): the noise of the accepted samples is never written out,
         and the flagged ones (about 1%) are finished as in :meth:`sample`, then written over their
-        provisional values. Otherwise it runs the composition above."""
+        provisional values. Beyond :data:`_TASK` values the tasks have their own streams, as in
+        :meth:`sample`; their C passes run on torch's threads while this thread finishes the
+        flagged draws (:func:`~pyg_private.mechanisms.randomness.run_staged`). Otherwise it runs the
+        composition above."""
         from .grid import _CLAMP, add_noise_on_grid_, check_granularity  # grid imports this module
 
         g = check_granularity(granularity)
@@ -490,9 +493,16 @@ class RoundedNoiseSampler:
             return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
         flat = values.view(-1)
         step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
-        self._run_tasks(flat.numel(), source,
-                        lambda lo, hi, stream: self._grid_finish(flat[lo:hi], step, stream,
-                                                                 self._grid_pass(flat[lo:hi], step, stream)))
+        n = flat.numel()
+        starts = list(range(0, n, _TASK))
+        if len(starts) <= 1:
+            self._grid_finish(flat, step, source, self._grid_pass(flat, step, source))
+            return values
+        streams = source.spawn(len(starts))  # as sample() spawns them: the same words
+        parts = [flat[a:min(a + _TASK, n)] for a in starts]
+        run_staged(lambda i: self._grid_pass(parts[i], step, streams[i]),  # C passes on the worker threads
+                   lambda i, pending: self._grid_finish(parts[i], step, streams[i], pending), len(starts),
+                   source.device)
         return values
 
     def add_to_grid_staged_(self, values: Tensor, granularity: float, source: RandomSource, *,
