@@ -227,7 +227,8 @@ class RandomSource:
         given: the same words as without it."""
         n = int(n)
         if out is not None:
-            if out.dtype != torch.int64 or out.numel() != n or not out.is_contiguous() or out.device.type != self.device.type:
+            if (out.dtype != torch.int64 or out.numel() != n or not out.is_contiguous()
+                    or out.device.type != self.device.type):
                 raise ValueError(f"`out` must be a contiguous int64 tensor of {n} entries on {self.device}")
             if self._stream is not None and self.device.type == "cpu":  # the keystream straight into `out`
                 self._stream.fill(out.numpy())

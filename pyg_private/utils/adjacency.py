@@ -80,8 +80,8 @@ def simple_undirected_csr(adj: object, num_nodes: int, *, block_entries: int = _
     ``None`` leaves the input to that general path, which symmetrises it (``symmetrize=True``)
     or says what is wrong with it.
 
-    On the CPU, where the C extension is built (``native=None``: then; ``False``: never), the
-    structure is checked in one pass over the entries with a cursor per row
+    On the CPU, where the C extension is built (``native=None``, the default: wherever it is;
+    ``False``: never; ``True``: required), the structure is checked in one pass over the entries with a cursor per row
     (:mod:`~pyg_private.utils._graph_check_native`: the transpose of rows read in order comes out
     sorted, so each entry :math:`(i, j)` must find :math:`i` at row :math:`j`'s cursor), no
     temporary but the ``num_nodes`` cursors. Otherwise the checks run as torch operations in blocks
