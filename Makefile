@@ -30,4 +30,4 @@ sparse: $(STAMP)
 	$(PIP) install --no-build-isolation -e ".[sparse]"
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis pyg_private/mechanisms/*.so
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis pyg_private/mechanisms/*.so pyg_private/utils/*.so
