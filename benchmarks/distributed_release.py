@@ -96,6 +96,26 @@ def ppr_seeds(n: int, count: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(123))[:count]
 
 
+def small_graph(args) -> torch.Tensor:
+    """The ``edge_index`` of the in-memory graphs: ``uniform``, caribou_layer's random graph; ``band``,
+    every node linked to the ``--edges / --nodes`` nodes after it (and so to as many before it): the
+    same edge count with the locality of a well-partitioned graph, each block's halo a few rows."""
+    if args.graph == "uniform":
+        return random_graph(args.nodes, args.edges)
+    n, width = args.nodes, max(1, args.edges // args.nodes)
+    i = torch.arange(n)
+    ei = torch.cat([torch.stack([i[:-d], i[d:]]) for d in range(1, width + 1)], dim=1)
+    ei = torch.cat([ei, ei.flip(0)], dim=1)
+    return ei[:, torch.argsort(ei[0] * n + ei[1])]
+
+
+def wrap(case: str, layer, args):
+    """The distributed wrapper of ``case`` (CGL and GAP with ``--exchange``)."""
+    if case in ("cgl", "gap"):
+        return WRAPPERS[case](layer, exchange=args.exchange)
+    return WRAPPERS[case](layer)
+
+
 def graph_size(args) -> tuple[int, int]:
     """``(nodes, undirected edges)`` of the benchmark's graph."""
     if args.graph == "products":
@@ -112,7 +132,7 @@ def measure(call, args, sync=None) -> tuple[list, int, int]:
     the --rss-limit-gb share enforced)."""
     sync = sync or (lambda: None)
     times = []
-    if args.graph == "uniform":
+    if args.graph != "products":
         for r in range(args.repeats + 1):
             sync()
             t0 = time.perf_counter()
@@ -145,7 +165,7 @@ def single_process(args, x, adj, seeds, n: int, m: int) -> dict:
             call = lambda: layer(edge_index=adj, seed_index=seeds, num_nodes=n)  # noqa: E731
         else:
             call = lambda: layer(x, adj)  # noqa: E731
-        if args.graph == "uniform":
+        if args.graph != "products":
             results[case] = measure(call, args)
             continue
         with torch.no_grad():
@@ -202,7 +222,7 @@ def worker(rank: int, args, port: int, queue) -> None:
             queue.put((rank, products_worker(rank, args)))
             return
         n = args.nodes
-        ei = random_graph(n, args.edges)
+        ei = small_graph(args)
         x = torch.randn(n, args.channels, generator=torch.Generator().manual_seed(1))
         start, end = even_row_ranges(n, args.world)[rank]
         x_block, edges = x[start:end].contiguous(), row_block(ei, (start, end))
@@ -210,7 +230,7 @@ def worker(rank: int, args, port: int, queue) -> None:
         seeds = ppr_seeds(n, args.ppr_seeds)
         results = {}
         for case in args.case_list:
-            wrapper = WRAPPERS[case](case_layer(case, args, args.edges))
+            wrapper = wrap(case, case_layer(case, args, args.edges), args)
             if case == "ppr":
                 call = lambda: wrapper(edge_index=edges, seed_index=seeds, row_range=(start, end),  # noqa: E731
                                        num_nodes=n)
@@ -234,7 +254,7 @@ def products_worker(rank: int, args) -> dict:
     held = products_scale._rss()
     results = {}
     for case in args.case_list:
-        wrapper = WRAPPERS[case](case_layer(case, args, m))
+        wrapper = wrap(case, case_layer(case, args, m), args)
         if case == "ppr":
             call = lambda: wrapper(edge_index=adj, seed_index=seeds, row_range=(start, end),  # noqa: E731
                                    num_nodes=n)
@@ -291,7 +311,9 @@ def run_processes(target, args, count: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--graph", choices=("uniform", "products"), default="uniform")
+    ap.add_argument("--graph", choices=("uniform", "band", "products"), default="uniform")
+    ap.add_argument("--exchange", choices=("auto", "all_gather", "halo"), default="auto",
+                    help="the CGL and GAP wrappers' exchange of the previous hop")
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="threads per process")
     ap.add_argument("--repeats", type=int, default=None, help="timed calls (default: 3; 1 with --graph products)")
@@ -325,7 +347,8 @@ def main() -> None:
     if args.graph == "products":
         products_main(args)
         return
-    print(f"synthetic graph: {args.nodes} nodes, {args.edges} undirected edges, {args.channels} float32 channels; "
+    print(f"synthetic {args.graph} graph: {args.nodes} nodes, {args.edges} undirected edges, {args.channels} float32 "
+          f"channels; exchange {args.exchange!r}; "
           f"{args.world} gloo processes x {args.threads} thread(s) against one process with "
           f"{args.world * args.threads} thread(s); medians of {args.repeats} calls; torch {torch.__version__}",
           flush=True)
@@ -333,7 +356,7 @@ def main() -> None:
     # the single-process references, on the same number of cores
     torch.set_num_threads(args.world * args.threads)
     n = args.nodes
-    ei = random_graph(n, args.edges)
+    ei = small_graph(args)
     x = torch.randn(n, args.channels, generator=torch.Generator().manual_seed(1))
     single = single_process(args, x, ei, ppr_seeds(n, args.ppr_seeds), n, args.edges)
     del ei, x

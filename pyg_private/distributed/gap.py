@@ -14,6 +14,7 @@ from ..nn.gap_aggregation import GAPAggregation
 from ..utils.csr_product import CsrProduct, unit_values
 from ._comm import GroupInfo, Layout, all_gather_rows
 from ._release import RowPartitionedRelease
+from .halo import check_exchange, plan_exchange
 from .partition import block_csr
 
 __all__ = ["DistributedGAPAggregation"]
@@ -30,8 +31,11 @@ class DistributedGAPAggregation(RowPartitionedRelease):
             + \mathbf{Z}^{(k)}_{[s,e)}\big), \qquad k = 1, \dots, K,
 
     returning this process's rows of :math:`[\mathbf{X}^{(0)} \,\|\, \cdots \,\|\, \mathbf{X}^{(K)}]`.
-    The processes all-gather every hop before the next (:math:`N \times F` values received per hop and
-    process; halo rows would be less).
+    Before each hop the processes exchange the previous one: all of it (``exchange="all_gather"``,
+    :math:`N \times F` values received per hop and process) or only each block's halo, the rows its
+    columns name (``"halo"``; ``"auto"``, the default, decides as
+    :class:`~pyg_private.distributed.DistributedContractiveGraphLayer` does). Either way the sums
+    are the same, bit for bit.
 
     The release is the single-process one: the same sum aggregation, the same grid (planned from the
     public :math:`N` and :math:`F`, so ``granularity`` equals the single-process layer's) and the same
@@ -48,6 +52,8 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         layer (GAPAggregation): the configured layer, built alike on every process (the accountant only
             on rank 0).
         group (ProcessGroup, optional): the processes of the release (default: the default group).
+        exchange (str, optional): ``"auto"``, ``"all_gather"`` or ``"halo"`` (every process must pass
+            the same). (default: ``"auto"``)
 
     Shapes:
         - **input:** ``x`` :math:`(e - s, F)`, ``edge_index`` of the block's rows (global ids) or a sparse
@@ -57,8 +63,15 @@ class DistributedGAPAggregation(RowPartitionedRelease):
 
     _layer_type = GAPAggregation
 
-    def __init__(self, layer: GAPAggregation, *, group: Any = None) -> None:
+    def __init__(self, layer: GAPAggregation, *, group: Any = None, exchange: str = "auto") -> None:
         super().__init__(layer, group=group)
+        self.exchange = check_exchange(exchange)
+
+    def _settings(self) -> dict[str, Any]:
+        return {**super()._settings(), "exchange": self.exchange}  # every process must plan alike
+
+    def extra_repr(self) -> str:
+        return ", ".join(filter(None, [super().extra_repr(), f"exchange={self.exchange!r}"]))
 
     @torch.compiler.disable
     def forward(self, x: Tensor, edge_index: Adj, *, row_range: tuple[int, int], num_nodes: int) -> Tensor:
@@ -85,7 +98,11 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         """This process's rows of every hop, each cast to ``out_dtype`` as it is written into one
         ``[e - s, (K + 1) F]`` output; one gather buffer and one product buffer reused by every hop."""
         layer: GAPAggregation = self.layer
-        adj = block_csr(crow, col, unit_values(col.numel(), device=x.device), n)  # ones never stored
+        halo = plan_exchange(self.exchange, col, layout, info, layout.ranges[info.rank], n)
+        if halo is None:
+            adj = block_csr(crow, col, unit_values(col.numel(), device=x.device), n)  # ones never stored
+        else:  # the columns renumbered to rows of the received halo: the same sums
+            adj = block_csr(crow, halo.col, unit_values(col.numel(), device=x.device), halo.size)
         std = layer.noise_multiplier * layer.sensitivity
         source, generator = self._streams(info, x.device, std, grid)
         f = x.size(1)
@@ -93,11 +110,13 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         prev = F.normalize(x, dim=-1)
         del x
         out[:, :f] = prev
-        buffer = torch.empty((info.world * layout.width, f), dtype=torch.float64, device=info.device)
+        rows = halo.size if halo is not None else info.world * layout.width
+        buffer = torch.empty((rows, f), dtype=torch.float64, device=info.device)
         product = torch.empty_like(prev)
         neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
         for k in range(1, layer.K + 1):
-            full = all_gather_rows(prev, layout, info, buffer)  # every row of the previous hop
+            # every row of the previous hop, or only those this block references
+            full = all_gather_rows(prev, layout, info, buffer) if halo is None else halo(prev, out=buffer)
             del prev
             h = neighbours(full, out=product)  # A prev, this process's rows
             del full

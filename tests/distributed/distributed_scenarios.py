@@ -222,8 +222,54 @@ def _outcome(fn: Callable[[], Any]) -> Any:
     return ("ok",)
 
 
+def band_graph(n: int, width: int) -> torch.Tensor:
+    """Every node linked to the nodes within ``width`` of it (a path-like band): a block of rows
+    references its own rows and ``width`` rows of each neighbouring block, its halo."""
+    i = torch.arange(n)
+    pairs = [torch.stack([i[:-d], i[d:]]) for d in range(1, width + 1)]
+    ei = torch.cat(pairs, dim=1)
+    ei = torch.cat([ei, ei.flip(0)], dim=1)
+    return ei[:, torch.argsort(ei[0] * n + ei[1])]
+
+
+#: (name, exchange, graph) of the halo scenario: the halo forced on the band and on the random
+#: graph, and chosen by "auto" on the band (each block needs 150 + 3 of 300 rows)
+HALO_CASES = [("halo_band", "halo", "band"), ("auto_band", "auto", "band"), ("halo_random", "halo", "random"),
+              ("gather_band", "all_gather", "band")]
+
+
+def halo_graph(kind: str) -> torch.Tensor:
+    return band_graph(N_SMALL, 3) if kind == "band" else small_graph()[0]
+
+
+def scenario_halo(rank: int) -> dict:
+    """CGL (with the mean term, and without) and GAP with each exchange, the blocks (0, 140) and (140, 300)."""
+    from pyg_private.distributed import DistributedContractiveGraphLayer, DistributedGAPAggregation, row_block
+    from pyg_private.nn import ContractiveGraphLayer, GAPAggregation
+
+    _, x = small_graph()
+    s, e = [(0, 140), (140, N_SMALL)][rank]
+    out = {}
+    for name, exchange, kind in HALO_CASES:
+        block = row_block(halo_graph(kind), (s, e))
+        for alpha1 in (0.7, 1.0):
+            layer = DistributedContractiveGraphLayer(
+                ContractiveGraphLayer(3, 0.9, alpha1, 0.2, min_degree=0, noise_multiplier=0.0), exchange=exchange)
+            out[(name, "cgl", alpha1)] = layer(x.float()[s:e], block, row_range=(s, e), num_nodes=N_SMALL)
+        gap = DistributedGAPAggregation(GAPAggregation(2, noise_multiplier=0.0), exchange=exchange)
+        out[(name, "gap")] = gap(x.float()[s:e], block, row_range=(s, e), num_nodes=N_SMALL)
+        out[(name, "repr")] = repr(gap)
+    # the processes disagree on the exchange: refused on both, before any collective of the release
+    mine = DistributedGAPAggregation(GAPAggregation(2, noise_multiplier=0.0),
+                                     exchange="halo" if rank == 0 else "all_gather")
+    out["disagree"] = _outcome(lambda: mine(x.float()[s:e], row_block(halo_graph("band"), (s, e)), row_range=(s, e),
+                                            num_nodes=N_SMALL))
+    return out
+
+
 SCENARIOS = {
     "contractive_equal": scenario_contractive_equal,
+    "halo": scenario_halo,
     "gap_equal": scenario_gap_equal,
     "charge": scenario_charge,
     "refusal": scenario_refusal,

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from distributed_scenarios import (CONTRACTIVE_CONFIGS, GAP_RANGES, N_NOISE, N_SMALL, noise_graph, results_of,
-                                   small_graph)
+from distributed_scenarios import (CONTRACTIVE_CONFIGS, GAP_RANGES, HALO_CASES, N_NOISE, N_SMALL, halo_graph,
+                                   noise_graph, results_of, small_graph)
 from pyg_private import PrivacyAccountant
 from pyg_private.nn import ContractiveGraphLayer, GAPAggregation
 
@@ -52,6 +52,44 @@ def test_gap_without_noise_equals_single_process(ranks, name, ranges):
     parts = [r[name] for r in results_of(ranks, "gap_equal")]
     assert parts[1].shape == (ranges[1][1] - ranges[1][0], 3 * x.size(1))
     torch.testing.assert_close(_assemble(parts, ranges, N_SMALL), reference, rtol=0.0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- halo exchange
+@pytest.mark.parametrize("name,exchange,kind", HALO_CASES, ids=[c[0] for c in HALO_CASES])
+def test_halo_exchange_equals_single_process(ranks, name, exchange, kind):
+    """Each exchange gives the single-process output: GAP exactly (the same sums in the same order),
+    CGL to float rounding (its mean term is all-reduced in float64 under the halo)."""
+    _, x = small_graph()
+    ei = halo_graph(kind)
+    ranges = [(0, 140), (140, N_SMALL)]
+    results = results_of(ranks, "halo")
+    for alpha1 in (0.7, 1.0):
+        reference = ContractiveGraphLayer(3, 0.9, alpha1, 0.2, min_degree=0, noise_multiplier=0.0)(x.float(), ei)
+        out = _assemble([r[(name, "cgl", alpha1)] for r in results], ranges, N_SMALL)
+        torch.testing.assert_close(out, reference, rtol=0.0, atol=1e-6)
+    gap = _assemble([r[(name, "gap")] for r in results], ranges, N_SMALL)
+    assert torch.equal(gap, GAPAggregation(2, noise_multiplier=0.0)(x.float(), ei))
+    assert f"exchange={exchange!r}" in results[0][(name, "repr")]
+
+
+def test_halo_and_gather_agree_bit_for_bit_without_the_mean(ranks):
+    results = results_of(ranks, "halo")
+    for r in results:
+        assert torch.equal(r[("halo_band", "cgl", 1.0)], r[("gather_band", "cgl", 1.0)])
+        assert torch.equal(r[("halo_band", "gap")], r[("gather_band", "gap")])
+
+
+def test_disagreeing_exchange_is_refused_on_every_process(ranks):
+    for r in results_of(ranks, "halo"):
+        status, kind, message = r["disagree"]
+        assert status == "raised" and kind == "ValueError" and "exchange" in message
+
+
+def test_bad_exchange_setting_raises():
+    from pyg_private.distributed import DistributedGAPAggregation
+
+    with pytest.raises(ValueError, match="exchange"):
+        DistributedGAPAggregation(GAPAggregation(2, noise_multiplier=1.0), exchange="halos")
 
 
 # ---------------------------------------------------------------- one accountant, one charge

@@ -54,7 +54,7 @@ def test_wrappers_take_their_own_layer_type_and_show_it():
         DistributedContractiveGraphLayer(gap)
     assert repr(DistributedGAPAggregation(gap)) == (
         "DistributedGAPAggregation(GAPAggregation(K=2, noise_multiplier=1, unit='edge', sampler='safe', "
-        "cached=True))")
+        "cached=True), exchange='auto')")
 
 
 def test_layout_finds_owners_and_gather_order_with_empty_blocks_and_any_rank_order():
