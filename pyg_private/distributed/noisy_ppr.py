@@ -19,6 +19,7 @@ from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, unit_values, w
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
+from .halo import HaloExchange, check_exchange, plan_exchange
 from .partition import block_csr, check_row_range
 
 __all__ = ["DistributedNoisyPPRDiffusion"]
@@ -48,8 +49,11 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
 
     **Exchanged per step.** The clip of row :math:`i` needs only :math:`d_i`, which the row's owner
     holds, so each process forms its rows of :math:`\mathbf{D}^{-1} f(\mathbf{y}^{(k-1)})` and the
-    processes all-gather them (one all-gather; :math:`N \times C` float64 values received per step
-    and process, :math:`C` the number of columns; halo rows would be less). No degree is exchanged.
+    processes exchange them: all of them (``exchange="all_gather"``, one all-gather; :math:`N \times C`
+    float64 values received per step and process, :math:`C` the number of columns) or only each
+    block's halo, the rows its columns name (``"halo"``, one ``all_to_all_single``; ``"auto"``, the
+    default, decides as :class:`~pyg_private.distributed.DistributedContractiveGraphLayer` does).
+    The sums are the same either way. No degree is exchanged.
 
     **Output projection.** ``"simplex"`` and ``"l1_ball"`` project every column of
     :math:`\mathbf{y}^{(K)}` (post-processing), which needs the whole column: the threshold
@@ -94,6 +98,8 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         layer (NoisyPPRDiffusion): the configured layer, built alike on every process (the accountant
             only on rank 0).
         group (ProcessGroup, optional): the processes of the release (default: the default group).
+        exchange (str, optional): ``"auto"``, ``"all_gather"`` or ``"halo"`` (every process must pass
+            the same). (default: ``"auto"``)
 
     Shapes:
         - **input:** signals ``x`` :math:`(e - s, C)` (this process's rows; or :math:`(e - s)`), or
@@ -105,8 +111,12 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
 
     _layer_type = NoisyPPRDiffusion
 
-    def __init__(self, layer: NoisyPPRDiffusion, *, group: Any = None) -> None:
+    def __init__(self, layer: NoisyPPRDiffusion, *, group: Any = None, exchange: str = "auto") -> None:
         super().__init__(layer, group=group)
+        self.exchange = check_exchange(exchange)
+
+    def extra_repr(self) -> str:
+        return ", ".join(filter(None, [super().extra_repr(), f"exchange={self.exchange!r}"]))
 
     def _settings(self) -> dict[str, Any]:
         layer: NoisyPPRDiffusion = self.layer
@@ -116,7 +126,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             secure = repr(layer.secure_mode)
         return {"layer": type(layer).__name__, **layer._release_settings(), "orders": list(layer.orders),
                 "symmetrize": bool(layer.symmetrize), "name": layer.name, "secure_mode": secure,
-                "seeded": layer.generator is not None}
+                "seeded": layer.generator is not None, "exchange": self.exchange}
 
     @torch.compiler.disable
     def forward(self, x: Optional[Tensor] = None, edge_index: Optional[Adj] = None,
@@ -221,6 +231,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
         source, generator = self._streams(info, device, layer.noise_scale, grid)  # after the charge
         sampler = None if grid is None else RoundedNoiseSampler("two_laplace", grid.noise_scale / grid.granularity)
         width = layer.column_block or columns
+        halo = plan_exchange(self.exchange, col, layout, info, block, n)  # once for every column block
         result = torch.empty(rows, columns, dtype=torch.float64, device=device)
         for start in range(0, columns, width):
             cols = slice(start, min(start + width, columns))
@@ -232,20 +243,25 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             else:
                 local, block_seeds = s0[:, cols].to(device), None
             out = self._diffuse(info, layout, block, n, crow, col, local, block_seeds, grid, source, sampler,
-                                generator)
+                                generator, halo)
             result[:, cols] = self._project(info, out)
         return result
 
     @torch.no_grad()
     def _diffuse(self, info: GroupInfo, layout: Layout, block: tuple[int, int], n: int, crow: Tensor, col: Tensor,
                  s0: Tensor, seeds: Optional[Tensor], grid: Optional[PPRGrid], source: Optional[RandomSource],
-                 sampler: Optional[RoundedNoiseSampler], generator: Optional[torch.Generator]) -> Tensor:
+                 sampler: Optional[RoundedNoiseSampler], generator: Optional[torch.Generator],
+                 halo: Optional[HaloExchange] = None) -> Tensor:
         """The single-process layer's ``_diffuse`` on this process's rows (the same float64 operations
-        in the same order), with the previous iterate's scaled rows all-gathered before each product."""
+        in the same order), with the previous iterate's scaled rows all-gathered before each product
+        (or, with ``halo``, only the rows this block references)."""
         layer: NoisyPPRDiffusion = self.layer
         beta = 1.0 - layer.alpha
         on_cpu = s0.device.type == "cpu"
-        adj = block_csr(crow, col, unit_values(col.numel(), device=col.device), n)  # ones never stored
+        if halo is None:
+            adj = block_csr(crow, col, unit_values(col.numel(), device=col.device), n)  # ones never stored
+        else:  # the columns renumbered to rows of the received halo: the same sums
+            adj = block_csr(crow, halo.col, unit_values(col.numel(), device=col.device), halo.size)
         if on_cpu:
             adj = with_int32_indices(adj)
         neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
@@ -264,7 +280,8 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             restart = ((1.0 - beta) * s0).mul_(scale)
         noise = TwoLaplaceStream(s0.shape, layer.noise_scale, device=s0.device, generator=generator) \
             if layer.noise_scale > 0 and grid is None else None
-        buffer = torch.empty((info.world * layout.width, s0.size(1)), dtype=torch.float64, device=info.device)
+        received = halo.size if halo is not None else info.world * layout.width
+        buffer = torch.empty((received, s0.size(1)), dtype=torch.float64, device=info.device)
         s = s0.clone()
         xc = torch.empty_like(s)
         scaled = torch.empty_like(s)
@@ -275,7 +292,8 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             if exempt:
                 xc[seed_rows, seed_cols] = seed_vals
                 scaled[seed_rows, seed_cols] = seed_vals * deg_inv[seed_rows, 0]  # the product torch.mul forms
-            full = all_gather_rows(scaled, layout, info, buffer)  # D^-1 f(s), every row
+            # D^-1 f(s): every row, or the rows this block references
+            full = all_gather_rows(scaled, layout, info, buffer) if halo is None else halo(scaled, out=buffer)
             s = neighbours(full, add=xc, scale=factor)  # (beta/2)(I + A D^-1) f(s), this process's rows
             del full
             if restart is None:

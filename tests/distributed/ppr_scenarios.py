@@ -245,8 +245,33 @@ def scenario_appr_bad_inputs(rank: int) -> dict:
             "valid_after_errors": call()}
 
 
+#: (name, exchange) of the PPR halo scenario, on the band graph (blocks (0, 140) and (140, 300))
+PPR_HALO_CASES = [("halo", "halo"), ("auto", "auto"), ("all_gather", "all_gather")]
+
+
+def scenario_ppr_halo(rank: int) -> dict:
+    from distributed_scenarios import band_graph
+
+    from pyg_private.distributed import DistributedNoisyPPRDiffusion, row_block
+    from pyg_private.nn import NoisyPPRDiffusion
+
+    block = [(0, 140), (140, N_SMALL)][rank]
+    edges = row_block(band_graph(N_SMALL, 3), block)
+    x = signals(N_SMALL, 4, seed=5)
+    out = {}
+    for name, exchange in PPR_HALO_CASES:
+        layer = DistributedNoisyPPRDiffusion(NoisyPPRDiffusion(alpha=0.2, num_iterations=8, eta=1e-2, noise_scale=0.0,
+                                                               column_block=3, cached=False),
+                                            exchange=exchange)
+        out[(name, "signals")] = _ppr_call(layer, "signals", x, block, edges)
+        out[(name, "seeds")] = _ppr_call(layer, "seeds", x, block, edges)
+        out[(name, "repr")] = repr(layer)
+    return out
+
+
 SCENARIOS = {
     "ppr_equal": scenario_ppr_equal,
+    "ppr_halo": scenario_ppr_halo,
     "ppr_noise": scenario_ppr_noise,
     "ppr_charge": scenario_ppr_charge,
     "ppr_refusal": scenario_ppr_refusal,

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from distributed_scenarios import N_NOISE, N_SMALL, noise_graph, results_of, small_graph
-from ppr_scenarios import (APPR_CONFIGS, ETA_NOISE, K_NOISE, NOISE_SCALE, PPR_CONFIGS, SEEDS, appr_graph,
-                           charge_layers, noise_signals, signals)
+from ppr_scenarios import (APPR_CONFIGS, ETA_NOISE, K_NOISE, NOISE_SCALE, PPR_CONFIGS, PPR_HALO_CASES, SEEDS,
+                           appr_graph, charge_layers, noise_signals, signals)
 from pyg_private import PrivacyAccountant
 from pyg_private.distributed import DistributedNoisyPPRDiffusion, distributed_appr_propagate
 from pyg_private.nn import GAPAggregation, NoisyPPRDiffusion
@@ -46,6 +46,26 @@ def test_ppr_without_noise_equals_single_process(ranks, config):
     parts = [r[name] for r in results_of(ranks, "ppr_equal")]
     assert all(p.dtype == reference.dtype for p in parts)
     torch.testing.assert_close(_assemble(parts, ranges, N_SMALL), reference, rtol=0.0, atol=_tolerance(reference))
+
+
+@pytest.mark.parametrize("name,exchange", PPR_HALO_CASES)
+def test_ppr_halo_exchange_equals_single_process(ranks, name, exchange):
+    """On a band graph (halos of a few rows) every exchange gives the single-process output, and the
+    halo's sums are the all-gather's bit for bit."""
+    from distributed_scenarios import band_graph
+
+    ei = band_graph(N_SMALL, 3)
+    layer = NoisyPPRDiffusion(alpha=0.2, num_iterations=8, eta=1e-2, noise_scale=0.0, column_block=3,
+                              cached=False)
+    references = {"signals": layer(signals(N_SMALL, 4, seed=5), ei),
+                  "seeds": layer(edge_index=ei, seed_index=torch.tensor(SEEDS), num_nodes=N_SMALL)}
+    results = results_of(ranks, "ppr_halo")
+    for kind, reference in references.items():
+        out = _assemble([r[(name, kind)] for r in results], [(0, 140), (140, N_SMALL)], N_SMALL)
+        torch.testing.assert_close(out, reference, rtol=0.0, atol=_tolerance(reference))
+        for r in results:
+            assert torch.equal(r[(name, kind)], r[("all_gather", kind)])
+    assert f"exchange={exchange!r}" in results[0][(name, "repr")]
 
 
 @pytest.mark.parametrize("config", APPR_CONFIGS, ids=[c[0] for c in APPR_CONFIGS])
