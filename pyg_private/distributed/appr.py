@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
@@ -14,6 +14,7 @@ from ..utils.appr import (Steps, _at_rounding_level, _check_steps, _check_tol, _
 from ..utils.csr_product import CsrProduct
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease
+from .halo import check_exchange, plan_exchange
 from .partition import block_csr
 
 __all__ = ["distributed_appr_propagate"]
@@ -25,7 +26,7 @@ _NAME = "distributed_appr_propagate"
 def distributed_appr_propagate(x_rows: Tensor, edge_index_rows: Any, *, row_range: tuple[int, int], num_nodes: int,
                                alpha: float, steps: Steps, r: float = 0.0, self_loops: bool = True,
                                tol: float = 1e-10, max_iter: int = 10_000, symmetrize: bool = False,
-                               group: Any = None) -> Tensor:
+                               group: Any = None, exchange: str = "auto") -> Tensor:
     r""":func:`~pyg_private.utils.appr_propagate` (the APPR propagation of GCON, `Wei et al.,
     arXiv:2407.05034 <https://arxiv.org/abs/2407.05034>`_, Sec. II-B and IV-C2, Eq. 4, 9 and 11)
     computed across the processes of a ``torch.distributed`` group, each holding a contiguous block
@@ -43,10 +44,13 @@ def distributed_appr_propagate(x_rows: Tensor, edge_index_rows: Any, *, row_rang
     \cdots \,\|\, \mathbf{R}_{m_s}\mathbf{X}]` (Eq. 11), all from one pass of the recursion.
 
     **Exchanged per step.** The processes all-gather the previous iterate :math:`\mathbf{H}^{(k-1)}`
-    (one all-gather; :math:`N \times F` values received per step and process). For ``r != 0`` the
+    (``exchange="all_gather"``: one all-gather; :math:`N \times F` values received per step and
+    process), or each receives only its block's halo, the rows its columns name (``"halo"``: one
+    ``all_to_all_single``, the same sums; ``"auto"``, the default, takes the halo when no process
+    needs more than three quarters of the rows; see :mod:`~pyg_private.distributed.halo`). For ``r != 0`` the
     degrees are all-gathered once (the :math:`d_j^{-r}` of the columns). ``steps=inf`` adds one
     all-reduce (max) of four numbers per step (the largest change, weighted change and magnitude of
-    the iterate), and at the stall checks one more all-gather of :math:`|\mathbf{H}|` and all-reduce
+    the iterate), and at the stall checks one more exchange of :math:`|\mathbf{H}|` and all-reduce
     for the rounding bound: every process takes the same stopping decision, at the same iteration as
     one process.
 
@@ -75,6 +79,8 @@ def distributed_appr_propagate(x_rows: Tensor, edge_index_rows: Any, *, row_rang
         alpha, steps, r, self_loops, tol, max_iter, symmetrize: as for
             :func:`~pyg_private.utils.appr_propagate`.
         group (ProcessGroup, optional): the processes (default: the default group).
+        exchange (str, optional): ``"auto"``, ``"all_gather"`` or ``"halo"`` (every process must pass
+            the same). (default: ``"auto"``)
 
     Returns:
         Tensor: this process's rows, :math:`(e - s, F)` (or :math:`(e - s, sF)` for :math:`s` step counts).
@@ -95,6 +101,7 @@ def distributed_appr_propagate(x_rows: Tensor, edge_index_rows: Any, *, row_rang
             raise ValueError(f"`max_iter` must be an integer >= 1; got {max_iter!r}")
         settings.max_iter = int(max_iter)
         settings.self_loops, settings.symmetrize = bool(self_loops), bool(symmetrize)
+        settings.exchange = check_exchange(exchange)
         if isinstance(x_rows, Tensor) and x_rows.is_complex():
             raise TypeError("`x` must be real; got a complex tensor")
         n, block = run._common_checks(info, x_rows, row_range, num_nodes)
@@ -117,7 +124,8 @@ def distributed_appr_propagate(x_rows: Tensor, edge_index_rows: Any, *, row_rang
     else:
         results.update(_recursion_rows(info, layout, n, x, crow, col, degree, alpha=settings.alpha, r=settings.r,
                                        self_loops=settings.self_loops, stops=set(finite), last=last,
-                                       until_converged=wanted_inf, tol=settings.tol, max_iter=settings.max_iter))
+                                       until_converged=wanted_inf, tol=settings.tol, max_iter=settings.max_iter,
+                                       exchange=settings.exchange))
     if single:
         out = results[step_list[0]]
         return out.clone() if out is x else out
@@ -137,12 +145,14 @@ class _APPRRun(RowPartitionedRelease):
     """The protocol's checks (steps 1 and 2) for a deterministic propagation: nothing is charged."""
 
     _settings_what = "the settings of the propagation"
-    _settings_hint = "pass the same `alpha`, `steps`, `r`, `self_loops`, `tol`, `max_iter` and `symmetrize` everywhere"
+    _settings_hint = ("pass the same `alpha`, `steps`, `r`, `self_loops`, `tol`, `max_iter`, `symmetrize` and "
+                      "`exchange` everywhere")
 
     def _settings(self) -> dict[str, Any]:
         s = self.layer
         return {"function": "appr_propagate", "alpha": s.alpha, "steps": s.steps, "r": s.r,
-                "self_loops": s.self_loops, "tol": s.tol, "max_iter": s.max_iter, "symmetrize": s.symmetrize}
+                "self_loops": s.self_loops, "tol": s.tol, "max_iter": s.max_iter, "symmetrize": s.symmetrize,
+                "exchange": getattr(s, "exchange", None)}
 
 
 def _block_normalized(crow: Tensor, col: Tensor, degree: Optional[Tensor], n: int, *, r: float, self_loops: bool,
@@ -180,15 +190,23 @@ def _all_reduce_max(values: list[float], info: GroupInfo) -> list[float]:
 
 def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Tensor, col: Tensor,
                     degree: Optional[Tensor], *, alpha: float, r: float, self_loops: bool, stops: set, last: int,
-                    until_converged: bool, tol: float, max_iter: int) -> dict:
+                    until_converged: bool, tol: float, max_iter: int, exchange: str = "all_gather") -> dict:
     """``appr_propagate``'s recursion on this process's rows, the iterate all-gathered before each
     product and the stopping rule's maxima all-reduced (every process stops at the same step)."""
     adj, diag = _block_normalized(crow, col, degree, n, r=r, self_loops=self_loops, weight=1.0 - alpha,
                                   dtype=x.dtype)
+    halo = plan_exchange(exchange, col, layout, info, layout.ranges[info.rank], n)
+    if halo is not None:  # the same values, the columns renumbered to rows of the received halo
+        adj = block_csr(crow, halo.col, adj.values(), halo.size)
     restart = x * alpha
     product = CsrProduct(adj)  # the C kernel where it runs: addmm's values (the product, then + restart)
     buffers = (torch.empty_like(x), torch.empty_like(x))
-    gathered = torch.empty((info.world * layout.width, x.size(1)), dtype=x.dtype, device=info.device)
+    received = halo.size if halo is not None else info.world * layout.width
+    gathered = torch.empty((received, x.size(1)), dtype=x.dtype, device=info.device)
+
+    def rows_of(local: Tensor, out: Optional[Tensor] = None) -> Tensor:  # every row, or the block's halo
+        return all_gather_rows(local, layout, info, out) if halo is None else halo(local, out=out)
+
     floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
     window = _stall_window(alpha)
     weight = _norm_weight(crow, r, self_loops, x.dtype) if until_converged else None
@@ -200,7 +218,7 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
     while True:
         k += 1
         out = buffers[k % 2]
-        full = all_gather_rows(h, layout, info, gathered)
+        full = rows_of(h, gathered)
         if product.native:
             product(full, out=out).add_(restart)
         else:
@@ -225,7 +243,7 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
             if not converged:
                 best, since = _stall_update(best, since, wchange)
                 if since >= window and (since - window) % window == 0:  # stalled: at the rounding level?
-                    noise = _rounding_noise_rows(info, layout, out, restart, adj, diag, crow, weight)
+                    noise = _rounding_noise_rows(info, rows_of, out, restart, adj, diag, crow, weight)
                     converged = _at_rounding_level(wchange, noise, alpha)
             if converged:
                 found[math.inf] = out if k not in stops else found[k]
@@ -237,12 +255,12 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
         h = out
 
 
-def _rounding_noise_rows(info: GroupInfo, layout: Layout, h: Tensor, restart: Tensor, adj: Tensor,
-                         diag: Optional[Tensor], crow: Tensor, weight: Optional[Tensor]) -> float:
+def _rounding_noise_rows(info: GroupInfo, rows_of: Callable[[Tensor], Tensor], h: Tensor, restart: Tensor,
+                         adj: Tensor, diag: Optional[Tensor], crow: Tensor, weight: Optional[Tensor]) -> float:
     """``appr``'s bound on the weighted rounding error of one step, over all processes' rows
-    (``|H|`` all-gathered for the product, the per-row maxima all-reduced)."""
+    (``|H|`` exchanged by ``rows_of`` for the product, the per-row maxima all-reduced)."""
     h_abs = h.abs()
-    terms = torch.addmm(restart.abs(), adj, all_gather_rows(h_abs, layout, info))
+    terms = torch.addmm(restart.abs(), adj, rows_of(h_abs))
     if diag is not None:
         terms.addcmul_(h_abs, diag)
     u = torch.finfo(h.dtype).eps / 2

@@ -269,8 +269,28 @@ def scenario_ppr_halo(rank: int) -> dict:
     return out
 
 
+def scenario_appr_halo(rank: int) -> dict:
+    """The APPR propagation on the band graph with each exchange, fixed steps and to convergence."""
+    from distributed_scenarios import band_graph
+
+    from pyg_private.distributed import distributed_appr_propagate, row_block
+
+    s, e = [(0, 140), (140, N_SMALL)][rank]
+    edges = row_block(band_graph(N_SMALL, 3), (s, e))
+    _, x = small_graph()
+    out = {}
+    for name, exchange in PPR_HALO_CASES:
+        for steps in (10, math.inf):
+            for r in (0.0, 0.5):
+                out[(name, steps, r)] = distributed_appr_propagate(
+                    x[s:e].float(), edges, row_range=(s, e), num_nodes=N_SMALL, alpha=0.2, steps=steps, r=r,
+                    exchange=exchange)
+    return out
+
+
 SCENARIOS = {
     "ppr_equal": scenario_ppr_equal,
+    "appr_halo": scenario_appr_halo,
     "ppr_halo": scenario_ppr_halo,
     "ppr_noise": scenario_ppr_noise,
     "ppr_charge": scenario_ppr_charge,

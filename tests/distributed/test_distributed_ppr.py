@@ -68,6 +68,24 @@ def test_ppr_halo_exchange_equals_single_process(ranks, name, exchange):
     assert f"exchange={exchange!r}" in results[0][(name, "repr")]
 
 
+@pytest.mark.parametrize("name,exchange", PPR_HALO_CASES)
+def test_appr_halo_exchange_equals_single_process(ranks, name, exchange):
+    """The APPR propagation (fixed steps, and to convergence with its stall checks) with each
+    exchange: the single-process rows, and the halo's bit for bit the all-gather's."""
+    from distributed_scenarios import band_graph
+
+    ei = band_graph(N_SMALL, 3)
+    _, x = small_graph()
+    results = results_of(ranks, "appr_halo")
+    for steps in (10, math.inf):
+        for r in (0.0, 0.5):
+            reference = appr_propagate(x.float(), ei, num_nodes=N_SMALL, alpha=0.2, steps=steps, r=r)
+            out = _assemble([res[(name, steps, r)] for res in results], [(0, 140), (140, N_SMALL)], N_SMALL)
+            torch.testing.assert_close(out, reference, rtol=0.0, atol=_tolerance(reference))
+            for res in results:
+                assert torch.equal(res[(name, steps, r)], res[("all_gather", steps, r)])
+
+
 @pytest.mark.parametrize("config", APPR_CONFIGS, ids=[c[0] for c in APPR_CONFIGS])
 def test_appr_equals_single_process(ranks, config):
     name, kwargs, dtype, ranges, _, kind = config
