@@ -14,7 +14,8 @@ On a graph whose blocks are communities (a METIS partition, a spatial or tempora
 is a small part of :math:`N` and each process receives and holds that much instead of
 :math:`N \times F` values per hop; on a random graph nearly every row is referenced and the
 all-gather (one collective, no index work) is the better choice. :func:`plan_exchange` decides
-from the plan's sizes, alike on every process.
+from the halo sizes (one all-reduce), alike on every process; the distinct columns come from a
+mask over the nodes, without a sort of the entries.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from ._comm import GroupInfo, Layout
 
-__all__ = ["HaloExchange", "plan_exchange", "check_exchange", "EXCHANGES"]
+__all__ = ["HaloExchange", "plan_exchange", "needed_rows", "check_exchange", "EXCHANGES"]
 
 #: the accepted ``exchange=`` settings of the row-partitioned wrappers
 EXCHANGES = ("auto", "all_gather", "halo")
@@ -43,20 +44,23 @@ class HaloExchange:
         layout (Layout): every rank's rows.
         info (GroupInfo): the process group.
         row_range (tuple): this process's rows ``[s, e)``.
+        needed (Tensor, optional): the sorted distinct ids of ``col`` (:func:`needed_rows`), when
+            the caller has them.
 
     Attributes:
         col (Tensor): the block's columns renumbered to rows of :meth:`__call__`'s output (the dtype
             of ``col``).
         size (int): the number of rows this process receives per exchange (its halo, own rows
             included).
-        largest (int): the largest ``size`` over the group (the same on every process).
     """
 
-    def __init__(self, col: Tensor, layout: Layout, info: GroupInfo, row_range: tuple[int, int]) -> None:
+    def __init__(self, col: Tensor, layout: Layout, info: GroupInfo, row_range: tuple[int, int],
+                 needed: Optional[Tensor] = None) -> None:
         import torch.distributed as dist
 
         self.info = info
-        needed = torch.unique(col.long())  # sorted, distinct
+        if needed is None:
+            needed = needed_rows(col, layout.num_rows)
         owner = layout.owner(needed)
         order = torch.sort(owner, stable=True).indices  # grouped by owner rank, sorted ids within a group
         requests = needed.index_select(0, order)
@@ -68,13 +72,11 @@ class HaloExchange:
         dist.all_to_all_single(incoming, requests.to(info.device), output_split_sizes=self.send_counts.tolist(),
                                input_split_sizes=self.recv_counts.tolist(), group=info.group)
         self.send_rows = incoming.to(col.device) - row_range[0]  # this process's rows each other process asked for
-        position = torch.empty_like(order)
-        position[order] = torch.arange(order.numel(), device=order.device)  # sorted id -> row of the received buffer
-        self.col = position.index_select(0, torch.searchsorted(needed, col.long())).to(col.dtype)
+        # global id -> row of the received buffer, for the ids this block names (a dense map: no sort of the entries)
+        position = torch.empty(layout.num_rows, dtype=col.dtype, device=col.device)
+        position[requests] = torch.arange(requests.numel(), dtype=col.dtype, device=col.device)
+        self.col = position[col]
         self.size = int(needed.numel())
-        largest = torch.tensor([self.size], dtype=torch.long, device=info.device)
-        dist.all_reduce(largest, op=dist.ReduceOp.MAX, group=info.group)
-        self.largest = int(largest)
 
     def __call__(self, local: Tensor, out: Optional[Tensor] = None) -> Tensor:
         """The halo rows of the matrix whose rows ``[s, e)`` are this process's ``local``: row ``i``
@@ -92,16 +94,31 @@ class HaloExchange:
         return out.to(local.device)
 
 
+def needed_rows(col: Tensor, num_nodes: int) -> Tensor:
+    """The sorted distinct ids among ``col`` (``[0, num_nodes)``): one pass over the entries and one
+    over the nodes (a mask), no sort."""
+    mask = torch.zeros(int(num_nodes), dtype=torch.bool, device=col.device)
+    mask[col] = True
+    return mask.nonzero().squeeze(1)
+
+
 def plan_exchange(exchange: str, col: Tensor, layout: Layout, info: GroupInfo, row_range: tuple[int, int],
                   num_nodes: int) -> Optional[HaloExchange]:
     """The halo plan a release uses, or ``None`` for the all-gather: ``exchange="all_gather"`` plans
-    nothing; ``"halo"`` always takes the plan; ``"auto"`` takes it when no process needs more than
-    three quarters of the rows (the plan's ``largest`` is the same on every process, so all decide
-    alike)."""
+    nothing; ``"halo"`` always plans; ``"auto"`` first all-reduces the largest halo size (one
+    collective, the same answer on every process) and plans only when no process needs more than
+    three quarters of the rows."""
     if exchange == "all_gather":
         return None
-    plan = HaloExchange(col, layout, info, row_range)
-    return plan if exchange == "halo" or plan.largest <= _HALO_FRACTION * num_nodes else None
+    needed = needed_rows(col, num_nodes)
+    if exchange == "auto":
+        import torch.distributed as dist
+
+        largest = torch.tensor([needed.numel()], dtype=torch.long, device=info.device)
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX, group=info.group)
+        if int(largest) > _HALO_FRACTION * num_nodes:
+            return None
+    return HaloExchange(col, layout, info, row_range, needed)
 
 
 def check_exchange(exchange: object) -> str:
