@@ -26,6 +26,7 @@ from ..accounting import PrivacyEvent, charge
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ._comm import (GroupInfo, Layout, agree, all_gather_bytes, all_gather_rows, broadcast_bytes, encode_error,
                     raise_agreed, require_group)
+from .halo import check_exchange
 from .partition import check_partition, check_row_range, exchange_transpose, local_csr, read_local_rows
 
 __all__ = ["RowPartitionedRelease"]
@@ -51,13 +52,16 @@ class RowPartitionedRelease(torch.nn.Module):
     _settings_hint = ("build the same layer on every process (the noise of each process's rows is calibrated from "
                       "them)")
 
-    def __init__(self, layer: torch.nn.Module, *, group: Any = None) -> None:
+    def __init__(self, layer: torch.nn.Module, *, group: Any = None, exchange: Optional[str] = None) -> None:
         super().__init__()
         if not isinstance(layer, self._layer_type):
             raise TypeError(f"{type(self).__name__} wraps a configured {self._layer_type.__name__}; got "
                             f"{type(layer).__name__}")
         self.layer = layer
         self.group = group
+        #: How each hop receives the previous one (``"auto"``, ``"all_gather"``, ``"halo"``; see
+        #: :mod:`~pyg_private.distributed.halo`), ``None`` for a wrapper without the choice.
+        self.exchange = None if exchange is None else check_exchange(exchange)
         #: The grid of the last release's hops (``None`` before it, without noise, or with the float sampler).
         self.granularity: Optional[float] = None
 
@@ -70,7 +74,8 @@ class RowPartitionedRelease(torch.nn.Module):
         except (ValueError, TypeError):  # already refused by the layer's constructor; keep it visible
             secure = repr(layer.secure_mode)
         return {"layer": type(layer).__name__, **layer._release_settings(), "sensitivity": layer.sensitivity,
-                "name": layer.name, "secure_mode": secure, "seeded": layer.generator is not None}
+                "name": layer.name, "secure_mode": secure, "seeded": layer.generator is not None,
+                "exchange": self.exchange}  # every process must plan its exchange alike
 
     # ------------------------------------------------------------------ step 1
     def _group(self, x: Any) -> GroupInfo:
@@ -236,4 +241,7 @@ class RowPartitionedRelease(torch.nn.Module):
         return all_gather_rows(local, layout, info)
 
     def extra_repr(self) -> str:
-        return "" if self.group is None else f"group={self.group!r}"
+        parts = [] if self.group is None else [f"group={self.group!r}"]
+        if self.exchange is not None:
+            parts.append(f"exchange={self.exchange!r}")
+        return ", ".join(parts)

@@ -14,7 +14,7 @@ from ..utils.csr_product import CsrProduct
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from ._comm import GroupInfo, Layout, agree
 from ._release import RowPartitionedRelease
-from .halo import check_exchange, plan_exchange
+from .halo import plan_exchange
 from .partition import block_csr
 
 __all__ = ["DistributedContractiveGraphLayer"]
@@ -92,14 +92,7 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
     _layer_type = ContractiveGraphLayer
 
     def __init__(self, layer: ContractiveGraphLayer, *, group: Any = None, exchange: str = "auto") -> None:
-        super().__init__(layer, group=group)
-        self.exchange = check_exchange(exchange)
-
-    def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "exchange": self.exchange}  # every process must plan alike
-
-    def extra_repr(self) -> str:
-        return ", ".join(filter(None, [super().extra_repr(), f"exchange={self.exchange!r}"]))
+        super().__init__(layer, group=group, exchange=exchange)
 
     @torch.compiler.disable
     def forward(self, x: Tensor, edge_index: Adj, x0: Optional[Tensor] = None, *, row_range: tuple[int, int],

@@ -14,7 +14,7 @@ from ..nn.gap_aggregation import GAPAggregation
 from ..utils.csr_product import CsrProduct, unit_values
 from ._comm import GroupInfo, Layout, all_gather_rows
 from ._release import RowPartitionedRelease
-from .halo import check_exchange, plan_exchange
+from .halo import plan_exchange
 from .partition import block_csr
 
 __all__ = ["DistributedGAPAggregation"]
@@ -64,14 +64,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
     _layer_type = GAPAggregation
 
     def __init__(self, layer: GAPAggregation, *, group: Any = None, exchange: str = "auto") -> None:
-        super().__init__(layer, group=group)
-        self.exchange = check_exchange(exchange)
-
-    def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "exchange": self.exchange}  # every process must plan alike
-
-    def extra_repr(self) -> str:
-        return ", ".join(filter(None, [super().extra_repr(), f"exchange={self.exchange!r}"]))
+        super().__init__(layer, group=group, exchange=exchange)
 
     @torch.compiler.disable
     def forward(self, x: Tensor, edge_index: Adj, *, row_range: tuple[int, int], num_nodes: int) -> Tensor:

@@ -19,7 +19,7 @@ from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, unit_values, w
 from ..utils.lazy_ppr import check_seed_index
 from ._comm import GroupInfo, Layout, all_gather_rows, require_group
 from ._release import RowPartitionedRelease, check_num_nodes
-from .halo import HaloExchange, check_exchange, plan_exchange
+from .halo import HaloExchange, plan_exchange
 from .partition import block_csr, check_row_range
 
 __all__ = ["DistributedNoisyPPRDiffusion"]
@@ -112,11 +112,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
     _layer_type = NoisyPPRDiffusion
 
     def __init__(self, layer: NoisyPPRDiffusion, *, group: Any = None, exchange: str = "auto") -> None:
-        super().__init__(layer, group=group)
-        self.exchange = check_exchange(exchange)
-
-    def extra_repr(self) -> str:
-        return ", ".join(filter(None, [super().extra_repr(), f"exchange={self.exchange!r}"]))
+        super().__init__(layer, group=group, exchange=exchange)
 
     def _settings(self) -> dict[str, Any]:
         layer: NoisyPPRDiffusion = self.layer
