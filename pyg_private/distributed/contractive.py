@@ -177,8 +177,8 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
             if halo is None:
                 full = received = self._gather(info, layout, h)
                 mean = full.mean(dim=0, keepdim=True) if layer.alpha1 < 1.0 else None
-            else:
-                received = halo(h, out=received)  # the rows of h this block references
+            else:  # the rows of h this block references (none needed without the neighbour term)
+                received = halo(h, out=received) if layer.alpha1 > 0 else None
                 mean = _global_mean(h, info, n) if layer.alpha1 < 1.0 else None
             if layer.alpha1 > 0:
                 out = product(received).addcmul_(h, self_loop)

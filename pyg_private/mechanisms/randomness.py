@@ -127,11 +127,16 @@ def resolve_secure_mode(secure: Optional[bool], generator: Optional[torch.Genera
     return effective
 
 
+def _workers(count: int, device: torch.device) -> int:
+    """Threads for ``count`` tasks: ``torch.get_num_threads()`` at most on the CPU, one elsewhere."""
+    return min(torch.get_num_threads(), count) if torch.device(device).type == "cpu" else 1
+
+
 def run_tasks(task: Callable[[int], None], count: int, device: torch.device) -> None:
     """Run ``task(0), ..., task(count - 1)`` on ``torch.get_num_threads()`` threads on the CPU (in
     order, in this thread, elsewhere). The tasks must be independent; give each its own
     :meth:`RandomSource.spawn` child so that the results do not depend on the thread count."""
-    workers = min(torch.get_num_threads(), count) if torch.device(device).type == "cpu" else 1
+    workers = _workers(count, device)
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(task, range(count)))  # list(): re-raise a task's exception here
@@ -148,7 +153,7 @@ def run_staged(first: Callable[[int], T], second: Callable[[int, T], None], coun
     whose first stage releases the GIL (C loops) and whose second holds it (Python): the two
     overlap instead of contending for the GIL. The tasks must be independent, as for
     :func:`run_tasks`."""
-    workers = min(torch.get_num_threads(), count) if torch.device(device).type == "cpu" else 1
+    workers = _workers(count, device)
     if workers <= 1:
         for i in range(count):
             second(i, first(i))

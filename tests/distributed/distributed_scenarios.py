@@ -252,7 +252,7 @@ def scenario_halo(rank: int) -> dict:
     out = {}
     for name, exchange, kind in HALO_CASES:
         block = row_block(halo_graph(kind), (s, e))
-        for alpha1 in (0.7, 1.0):
+        for alpha1 in (0.0, 0.7, 1.0):
             layer = DistributedContractiveGraphLayer(
                 ContractiveGraphLayer(3, 0.9, alpha1, 0.2, min_degree=0, noise_multiplier=0.0), exchange=exchange)
             out[(name, "cgl", alpha1)] = layer(x.float()[s:e], block, row_range=(s, e), num_nodes=N_SMALL)

@@ -63,7 +63,7 @@ def test_halo_exchange_equals_single_process(ranks, name, exchange, kind):
     ei = halo_graph(kind)
     ranges = [(0, 140), (140, N_SMALL)]
     results = results_of(ranks, "halo")
-    for alpha1 in (0.7, 1.0):
+    for alpha1 in (0.0, 0.7, 1.0):
         reference = ContractiveGraphLayer(3, 0.9, alpha1, 0.2, min_degree=0, noise_multiplier=0.0)(x.float(), ei)
         out = _assemble([r[(name, "cgl", alpha1)] for r in results], ranges, N_SMALL)
         torch.testing.assert_close(out, reference, rtol=0.0, atol=1e-6)
