@@ -6,13 +6,16 @@ step (rounding, noise and scaling in one pass, also fused with the sampler's fir
 ``pyg_private.utils._csr_product_native`` the CSR products in AVX2 registers,
 ``pyg_private.utils._graph_check_native`` the linear-time check that a CSR adjacency is an
 undirected simple graph. All are optional: where no C compiler is available the
-installation goes on without them and the same computations run as torch operations.
+installation goes on without them and the same computations run as torch operations (the same
+values; ``PYG_PRIVATE_NATIVE=0`` makes an installed package ignore them too).
 """
 import sys
 
 from setuptools import Extension, setup
 
-flags = [] if sys.platform.startswith("win") else ["-O3"]
+# -ffp-contract=off: no fused multiply-add, on any architecture (GCC contracts a * b + c by default where
+# the target has FMA, e.g. every aarch64 CPU): the kernels' results are specified operation by operation
+flags = [] if sys.platform.startswith("win") else ["-O3", "-ffp-contract=off"]
 setup(ext_modules=[Extension(f"pyg_private.{name.replace('/', '.')}", [f"pyg_private/{name}.c"],
                              extra_compile_args=flags, optional=True)
                    for name in ("mechanisms/_first_pass_native", "mechanisms/_grid_step_native",

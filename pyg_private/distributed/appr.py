@@ -199,7 +199,7 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
     if halo is not None:  # the same values, the columns renumbered to rows of the received halo
         adj = block_csr(crow, halo.col, adj.values(), halo.size)
     restart = x * alpha
-    product = CsrProduct(adj)  # the C kernel where it runs: addmm's values (the product, then + restart)
+    product = CsrProduct(adj)  # the package's order of summation (the C kernel where it runs), then + restart
     buffers = (torch.empty_like(x), torch.empty_like(x))
     received = halo.size if halo is not None else info.world * layout.width
     gathered = torch.empty((received, x.size(1)), dtype=x.dtype, device=info.device)
@@ -219,10 +219,7 @@ def _recursion_rows(info: GroupInfo, layout: Layout, n: int, x: Tensor, crow: Te
         k += 1
         out = buffers[k % 2]
         full = rows_of(h, gathered)
-        if product.native:
-            product(full, out=out).add_(restart)
-        else:
-            torch.addmm(restart, adj, full, out=out)
+        product(full, out=out).add_(restart)
         del full
         if diag is not None:
             out.addcmul_(h, diag)
@@ -260,7 +257,7 @@ def _rounding_noise_rows(info: GroupInfo, rows_of: Callable[[Tensor], Tensor], h
     """``appr``'s bound on the weighted rounding error of one step, over all processes' rows
     (``|H|`` exchanged by ``rows_of`` for the product, the per-row maxima all-reduced)."""
     h_abs = h.abs()
-    terms = torch.addmm(restart.abs(), adj, rows_of(h_abs))
+    terms = CsrProduct(adj)(rows_of(h_abs), add=restart.abs())  # the single process's order
     if diag is not None:
         terms.addcmul_(h_abs, diag)
     u = torch.finfo(h.dtype).eps / 2

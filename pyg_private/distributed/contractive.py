@@ -171,7 +171,7 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
         std = layer.noise_std
         source, generator = self._streams(info, x.device, std, grid)
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
-        product = CsrProduct(adj)  # the C kernel where it runs (the single process's values), torch's otherwise
+        product = CsrProduct(adj)  # the C kernel where it runs, the same values otherwise (the single process's)
         received = None
         for _ in range(layer.K):
             if halo is None:

@@ -106,7 +106,7 @@ class DistributedGAPAggregation(RowPartitionedRelease):
         rows = halo.size if halo is not None else info.world * layout.width
         buffer = torch.empty((rows, f), dtype=torch.float64, device=info.device)
         product = torch.empty_like(prev)
-        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs, the same sums otherwise
         for k in range(1, layer.K + 1):
             # every row of the previous hop, or only those this block references
             full = all_gather_rows(prev, layout, info, buffer) if halo is None else halo(prev, out=buffer)

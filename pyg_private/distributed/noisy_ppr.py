@@ -260,7 +260,7 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             adj = block_csr(crow, halo.col, unit_values(col.numel(), device=col.device), halo.size)
         if on_cpu:
             adj = with_int32_indices(adj)
-        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs, the same sums otherwise
         deg = crow.diff().to(torch.float64)
         deg_inv = inverse_degree(deg).unsqueeze(-1)
         upper = (layer.eta * deg).unsqueeze(-1)

@@ -73,17 +73,14 @@ import mpmath
 import torch
 from torch import Tensor
 
+from .._native import load_native
 from ._workspace import borrow
 from .randomness import WORD_BITS, RandomSource, run_staged, run_tasks
 
-try:  # the fused first pass in C (optional: built at installation where a C compiler exists)
-    from . import _first_pass_native as _native
-except ImportError:  # pragma: no cover - depends on the installation
-    _native = None
-try:  # the first pass fused with the grid step (optional, in the grid step's C module)
-    from . import _grid_step_native as _native_grid
-except ImportError:  # pragma: no cover - depends on the installation
-    _native_grid = None
+# the fused first pass in C, and fused with the grid step (optional: built at installation where a
+# C compiler exists)
+_native = load_native("mechanisms._first_pass_native")
+_native_grid = load_native("mechanisms._grid_step_native")
 
 __all__ = ["RoundedNoiseSampler", "rounded_laplace", "rounded_gaussian", "rounded_two_laplace", "exact_bernoulli",
            "MIN_SCALE", "MAX_SCALE"]

@@ -39,12 +39,11 @@ from typing import Literal, Optional
 import torch
 from torch import Tensor
 
+from .._native import load_native
 from .exact_integer_noise import MAX_SCALE, MIN_SCALE
 
-try:  # the fused grid step in C (optional: built at installation where a C compiler exists)
-    from . import _grid_step_native as _native_step
-except ImportError:  # pragma: no cover - depends on the installation
-    _native_step = None
+# the fused grid step in C (optional: built at installation where a C compiler exists)
+_native_step = load_native("mechanisms._grid_step_native")
 
 __all__ = [
     "DEFAULT_GRID_TOLERANCE",

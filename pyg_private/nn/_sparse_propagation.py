@@ -1,9 +1,12 @@
 """The propagation the private layers share: a sum over neighbours as one sparse-dense product."""
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import spmm
+
+from ..utils.csr_product import CsrProduct
 
 __all__ = ["SparsePropagation"]
 
@@ -13,7 +16,8 @@ class SparsePropagation(MessagePassing):
 
     Layers call ``self.propagate(adj, x=...)`` with a CSR adjacency (see
     :func:`~pyg_private.utils.adjacency_csr`), whose row ``i`` holds ``i``'s neighbours;
-    the result is ``adj @ x``. A layer's release cache lives in ``_cache`` and is cleared
+    the result is ``adj @ x``, summed in the package's order (:class:`~pyg_private.utils.CsrProduct`:
+    the same values on every CPU and torch version, and as the layers' own products). A layer's release cache lives in ``_cache`` and is cleared
     by :meth:`reset_parameters` (the layers have no learnable parameters).
     """
 
@@ -30,4 +34,6 @@ class SparsePropagation(MessagePassing):
         return x_j
 
     def message_and_aggregate(self, adj_t: Tensor, x: Tensor) -> Tensor:
+        if isinstance(adj_t, Tensor) and adj_t.layout == torch.sparse_csr:
+            return CsrProduct(adj_t)(x)
         return spmm(adj_t, x, reduce="sum")

@@ -428,7 +428,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         noise = torch.empty_like(x) if std > 0 and grid is None else None
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
         spare = torch.empty_like(h)  # two N x F buffers in turn: h, and the next hop written over the older one
-        product = CsrProduct(adj)  # adj @ h: the C kernel where it runs (the same values), torch's otherwise
+        product = CsrProduct(adj)  # adj @ h: the C kernel where it runs, the same values otherwise
         for _ in range(self.K):
             out = self._hop(adj, self_loop, h, residual, batch, out=spare, product=product)
             spare = h

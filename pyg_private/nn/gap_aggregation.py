@@ -205,7 +205,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         prev = _normalize_rows_(x)
         out[:, :f] = prev
         spare = torch.empty_like(prev)  # two float64 buffers in turn: no temporary per product
-        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same sums), torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs, the same sums otherwise
         for k in range(1, self.K + 1):
             h = neighbours(prev, out=spare)  # A prev
             spare = prev

@@ -484,9 +484,9 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         order (hence the same float64 roundings) as the plain loop, in fewer passes over the
         :math:`N \times C` state and in buffers allocated once: one clamp to :math:`[0, \eta d_i]`; the
         sparse product with 32-bit indices on the CPU (the adjacency's values are 1, so no product is
-        rounded: each entry is a sum from 0 in the row's CSR order, as torch's and MKL's kernels add
-        it; :class:`~pyg_private.utils.csr_product.CsrProduct`'s AVX2 kernel computes the same sum
-        about twice as fast, bit for bit), written into the state's own buffer; on the grid, one multiplication by
+        rounded: each entry is a sum from 0 in the row's CSR order, the package's order of
+        :class:`~pyg_private.utils.csr_product.CsrProduct`, whose AVX2 kernel computes it about twice as
+        fast as torch's CSR kernel), written into the state's own buffer; on the grid, one multiplication by
         :math:`\tfrac12\beta/g` instead of :math:`\tfrac12\beta` and then :math:`1/g`, with the restart
         scaled by :math:`1/g`. Both agree exactly: :math:`1/g` is a power of two, and scaling by a power
         of two commutes with float64 rounding (a value small enough to be subnormal rounds to 0 on the
@@ -511,7 +511,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             restart = ((1.0 - beta) * s0).mul_(scale)
         noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator) \
             if self.noise_scale > 0 and grid is None else None
-        neighbours = CsrProduct(adj, unit_values=True)  # A (D^-1 f(s)): the C kernel where it runs, torch's otherwise
+        neighbours = CsrProduct(adj, unit_values=True)  # A (D^-1 f(s)): the C kernel where it runs, the same sums otherwise
         s = s0.clone()
         xc = torch.empty_like(s)
         scaled = torch.empty_like(s)

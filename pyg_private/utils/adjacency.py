@@ -9,12 +9,11 @@ import torch
 from torch import Tensor
 from torch_geometric.typing import SparseTensor
 
+from .._native import load_native
 from .graph_validation import adjacency_to_edge_index, simple_undirected
 
-try:  # the one-pass canonical-form check in C (optional: built at installation where a C compiler exists)
-    from . import _graph_check_native as _native_check
-except ImportError:  # pragma: no cover - depends on the installation
-    _native_check = None
+# the one-pass canonical-form check in C (optional: built at installation where a C compiler exists)
+_native_check = load_native("utils._graph_check_native")
 
 __all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "validated_csr",
            "normalized_adjacency_csr",

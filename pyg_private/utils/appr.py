@@ -165,13 +165,10 @@ def appr_propagate(x: Tensor, edge_index_or_adj: Any, *, alpha: float, steps: St
 
 
 def _restarted_product(product: CsrProduct, adj: Tensor, h: Tensor, x: Tensor, alpha: float, out: Tensor) -> None:
-    """``out <- torch.addmm(x, adj, h, beta=alpha)``, i.e. ``adj @ h + alpha x``, with addmm's rounding:
-    the product rounded, ``alpha x`` rounded, then their sum. With the C kernel the product goes into
-    ``out`` and ``alpha x`` is added in row blocks (a block-sized temporary); ``tests/utils/test_appr.py``
-    checks that both give the same values bit for bit."""
-    if not product.native:
-        torch.addmm(x, adj, h, beta=alpha, out=out)
-        return
+    """``out <- adj @ h + alpha x``: the product in the package's order of summation
+    (:mod:`~pyg_private.utils.csr_product`), then ``alpha x`` rounded and added in row blocks (a
+    block-sized temporary), the roundings of ``torch.addmm(x, adj, h, beta=alpha)`` after its product.
+    The C kernel and the torch path give the same values (``tests/utils/test_appr.py``)."""
     product(h, out=out)
     scratch = torch.empty((min(_RESTART_ROWS, x.size(0)), x.size(1)), dtype=x.dtype, device=x.device)
     for a in range(0, x.size(0), _RESTART_ROWS):
@@ -184,7 +181,7 @@ def _recursion(x: Tensor, crow: Tensor, col: Tensor, *, alpha: float, r: float, 
     """Run H_k = (1 - alpha) Ã H_{k-1} + alpha X; return {k: H_k} for k in ``stops`` (and inf)."""
     adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=1.0 - alpha,
                                                dtype=x.dtype)
-    product = CsrProduct(adj)  # A~ h: the C kernel where it runs (the same values), torch's addmm otherwise
+    product = CsrProduct(adj)  # A~ h: the C kernel where it runs, the torch path otherwise (the same values)
     buffers = (torch.empty_like(x), torch.empty_like(x))
     floor = _ROUNDING_FLOOR * torch.finfo(x.dtype).eps
     window = _stall_window(alpha)
@@ -280,7 +277,7 @@ def _rounding_noise(h: Tensor, restart: Tensor, adj: Tensor, diag: Optional[Tens
     (Higham, Accuracy and Stability of Numerical Algorithms, §4.2; infinite for ``m u >= 1``).
     The stored values of ``adj`` and ``diag`` are non-negative."""
     h_abs = h.abs()
-    terms = torch.addmm(restart.abs(), adj, h_abs)
+    terms = CsrProduct(adj)(h_abs, add=restart.abs())  # the order of the distributed bound's rows too
     if diag is not None:
         terms.addcmul_(h_abs, diag)
     u = torch.finfo(h.dtype).eps / 2

@@ -92,7 +92,7 @@ def lazy_ppr(edge_index: Any, num_nodes: Optional[int] = None, *, seed_index: An
     restart = (1.0 - beta) * s0
     s = s0.clone()
     scaled = torch.empty_like(s)
-    product = CsrProduct(adj, unit_values=True)  # the C kernel where it runs (the same values), torch's otherwise
+    product = CsrProduct(adj, unit_values=True)  # the C kernel where it runs, the same values otherwise
     for _ in range(int(num_iterations)):
         torch.mul(s, deg_inv, out=scaled)
         s = product(scaled, add=s, scale=0.5 * beta).add_(restart)  # (A scaled + s) beta/2 + restart

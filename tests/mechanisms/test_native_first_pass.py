@@ -10,6 +10,7 @@ import pytest
 import torch
 from sampler_helpers import force_exact_paths, seeded_source
 
+from pyg_private._native import native_enabled
 from pyg_private.mechanisms import exact_integer_noise as E
 
 needs_native = pytest.mark.skipif(not E.native_available(), reason="the C first pass is not built")
@@ -22,6 +23,8 @@ LAYOUTS = [("gaussian", 20), ("gaussian", 29), ("gaussian", 40), ("gaussian", 41
 def test_built_wherever_a_compiler_is():
     """`make install` builds the extension where a C compiler exists; a silent fallback would halve
     the safe sampler's speed unnoticed."""
+    if not native_enabled():
+        pytest.skip("PYG_PRIVATE_NATIVE=0: the extensions are disabled")
     if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
         pytest.skip("no C compiler: the torch first pass runs")
     assert E.native_available(), "pyg_private.mechanisms._first_pass_native is missing: run `make install`"

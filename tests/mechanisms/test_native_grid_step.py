@@ -8,6 +8,7 @@ import sysconfig
 import pytest
 import torch
 
+from pyg_private._native import native_enabled
 from pyg_private.mechanisms import grid as G
 
 needs_native = pytest.mark.skipif(not G.grid_step_native_available(), reason="the C grid step is not built")
@@ -16,6 +17,8 @@ needs_native = pytest.mark.skipif(not G.grid_step_native_available(), reason="th
 def test_built_wherever_a_compiler_is():
     """`make install` builds the extension where a C compiler exists; a silent fallback would cost
     five passes over every release."""
+    if not native_enabled():
+        pytest.skip("PYG_PRIVATE_NATIVE=0: the extensions are disabled")
     if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
         pytest.skip("no C compiler: the torch grid step runs")
     assert G.grid_step_native_available(), "pyg_private.mechanisms._grid_step_native is missing: run `make install`"

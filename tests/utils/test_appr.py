@@ -395,12 +395,13 @@ def test_rounding_noise_bounds_one_float32_step():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("r, self_loops", [(0.0, True), (0.5, False)])
 @pytest.mark.parametrize("steps", [10, math.inf])
-def test_c_kernel_path_is_bit_identical_to_addmm(dtype, r, self_loops, steps, monkeypatch):
+def test_c_kernel_path_is_bit_identical_to_the_torch_path(dtype, r, self_loops, steps, monkeypatch):
     """The recursion's ``alpha X + (1 - alpha) Ã H`` with CsrProduct's kernel and the restart added in
-    row blocks gives torch.addmm's values bit for bit (blocks of 97 rows here, so that many
-    block boundaries and a short last block are crossed)."""
+    row blocks gives the torch path's values bit for bit (the package's order of summation on both;
+    blocks of 97 rows here, so that many block boundaries and a short last block are crossed), and
+    one step stays within the rounding bound of torch.addmm's own order."""
     from pyg_private.utils import appr as appr_module
-    from pyg_private.utils.csr_product import CsrProduct, csr_product_available
+    from pyg_private.utils.csr_product import CsrProduct, csr_product_available, summation_error_bound
 
     if not csr_product_available():
         pytest.skip("the C CSR product is not built or this CPU has no AVX2")
@@ -414,3 +415,10 @@ def test_c_kernel_path_is_bit_identical_to_addmm(dtype, r, self_loops, steps, mo
     monkeypatch.setattr(appr_module, "CsrProduct", lambda adj: CsrProduct(adj, native=False))
     reference = appr_propagate(x, ei, **kw)
     assert torch.equal(fast, reference)
+    crow, col = csr_indices(ei, n)
+    adj, diag = power_normalized_adjacency_csr(crow, col, r=r, self_loops=self_loops, weight=0.85, dtype=dtype)
+    ours = torch.empty_like(x)
+    appr_module._restarted_product(CsrProduct(adj), adj, fast, x, 0.15, ours)
+    theirs = torch.addmm(x, adj, fast, beta=0.15)
+    bound = summation_error_bound(adj, fast) + 2 * torch.finfo(dtype).eps * (x.abs() * 0.15 + ours.abs())
+    assert bool(((ours.double() - theirs.double()).abs() <= bound.double()).all())
