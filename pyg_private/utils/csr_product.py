@@ -9,10 +9,13 @@ step of a diffusion, in one documented order of summation that the package owns.
 term is ``x[col[p], c]`` itself, which is the same number). The result is a function of the
 adjacency's stored entries and of ``x`` alone: the same bits on every CPU (with or without AVX2 or
 AVX-512), every torch version, every thread count and every row split, hence the same bits for a
-process's row block as for those rows of the whole matrix. Two paths compute it:
+process's row block as for those rows of the whole matrix, and on a GPU as on the CPU. Three paths
+compute it:
 
 * the C kernel (:mod:`pyg_private.utils._csr_product_native`, built at installation where a C
   compiler exists; AVX2 registers, chosen at run time), about twice as fast as torch's CSR kernel;
+* on CUDA, a Triton kernel (:mod:`pyg_private.utils._csr_product_triton`, where ``triton`` is
+  installed; one program per row and block of columns, compiled without fused multiply-adds);
 * :func:`reference_csr_product`, torch operations (any device and dtype): rows sorted by length,
   the ``k``-th term of every row with more than ``k`` terms added in one vectorised step (as many
   steps as the longest row).
@@ -126,6 +129,12 @@ class CsrProduct:
             fused = add is not None and x.dtype == torch.float64
             self._run(kadj, 0 if unit else values.data_ptr(), x, out, add if fused else None, float(scale))
             return out if add is None or fused else out.add_(add).mul_(scale)
+        if x.is_cuda and adj.device == x.device and x.dtype in (torch.float32, torch.float64) and \
+                (self.unit_values or adj.values().dtype == x.dtype):
+            from . import _csr_product_triton as gpu  # imports triton, on the first CUDA product only
+            if gpu.triton_available():
+                out = gpu.csr_product_triton(adj, x, out, unit_values=self.unit_values)  # the same order
+                return out if add is None else out.add_(add).mul_(scale)
         if self._plan is None:  # sorted once per adjacency, on the first call that needs it
             self._plan = _ReferencePlan(adj.crow_indices())
         out = self._plan.product(adj, x, out, unit_values=self.unit_values)
@@ -227,13 +236,17 @@ class _ReferencePlan:
             steps = torch.arange(k0, k1, device=device).unsqueeze(-1)  # [s, 1]
             pos = starts[:n] + steps  # [s, n]: the k-th entry of each active row
             valid = steps < length[:n]
-            pos = torch.where(valid, pos, starts[:n])  # any entry of the row; its term is not added
+            pos = torch.where(valid, pos, starts[:n])  # any entry of the row: its term is replaced by +0
             terms = x.index_select(0, col.index_select(0, pos.reshape(-1))).view(k1 - k0, n, width)
             if not unit_values:
                 terms.mul_(values.index_select(0, pos.reshape(-1)).view(k1 - k0, n, 1))  # rounded before the sum
-            for j in range(k1 - k0):
-                m = self.active[k0 + j]  # the rows with a k-th term: a prefix
-                acc[:m].add_(terms[j, :m])
+            if k1 - k0 > 1:
+                # a row without a k-th term adds +0, which changes no sum: a sum that starts from +0 is
+                # never -0 when rounding to nearest (x + 0 = x for every other x, inf and NaN included)
+                terms.masked_fill_(~valid.unsqueeze(-1), 0.0)
+            rows_n = acc[:n]
+            for term in terms.unbind(0):
+                rows_n.add_(term)
         if out is None:
             out = torch.empty_like(acc)
         return out.index_copy_(0, order, acc)
