@@ -57,15 +57,15 @@ def csr_product_available() -> bool:
 
 def unit_values(nnz: int, dtype: torch.dtype = torch.float64, device: Optional[torch.device] = None) -> Tensor:
     """The ``nnz`` stored ones of a 0/1 adjacency as a broadcast view of one value (8 bytes instead of
-    ``8 nnz``: 1 GB at ogbn-products' 124M entries). ``CsrProduct(adj, unit_values=True)`` never
-    reads them, and its torch fallback materialises them; give such a CSR to nothing else."""
+    ``8 nnz``: 1 GB at ogbn-products' 124M entries). ``CsrProduct(adj, unit_values=True)`` reads
+    none of them on any path; give such a CSR to nothing else."""
     return torch.ones(1, dtype=dtype, device=device).expand(int(nnz))
 
 
 class CsrProduct:
     """``A @ x`` for one adjacency ``A``, called once per hop, in the package's order of summation
-    (see the module notes): the C kernel where it runs, :func:`reference_csr_product` elsewhere,
-    the same values either way.
+    (see the module notes): the C kernel where it runs, the Triton kernel for CUDA tensors,
+    :func:`reference_csr_product` elsewhere, the same values on every path.
 
     The adjacency's index arrays are checked once, here (int32, contiguous, ``crow`` from 0 to the
     number of entries and non-decreasing, every column a row of ``x``; int64 ones that fit are
