@@ -14,6 +14,8 @@ asserted.
   * a release of float32 values, as the layers' hops make it: ``values.add_(randn)`` (float) against
     ``RoundedNoiseSampler.add_to_grid_`` (safe: the exact draws and the grid rounding in one fused
     pass); their ratio is against the float release
+  * the safe release of fresh normal and of fresh subnormal values (a copy and a release each): their
+    ratio shows whether the time of a release tells how many private values are tiny
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ def main() -> None:
     scale = 2.0 ** 30 * 1.37
     gauss, lap = RoundedNoiseSampler("gaussian", scale), RoundedNoiseSampler("laplace", scale)
     values, noise = torch.randn(n), torch.empty(n)  # a hop's float32 values, and the float noise's buffer
+    normal, work = torch.rand(n) + 0.5, torch.empty(n)
+    subnormal = torch.rand(n) * torch.finfo(torch.float32).tiny  # below the smallest normal float32
     cases = {
         "float Gaussian (randn, float64)": lambda: torch.randn(n, dtype=torch.float64),
         "float Gaussian (randn, float32)": lambda: torch.randn(n),
@@ -52,6 +56,10 @@ def main() -> None:
         "safe Laplace, secure_mode": lambda: lap.sample(n, RandomSource(secure=True)),
         "float Gaussian release (float32)": lambda: values.add_(torch.randn(n, out=noise)),
         "safe Gaussian release (float32)": lambda: gauss.add_to_grid_(values, 2.0 ** -20, RandomSource()),
+        # the same release of fresh values: normal ones, then subnormal ones (timing must not tell them apart)
+        "safe release, normal values": lambda: gauss.add_to_grid_(work.copy_(normal), 2.0 ** -20, RandomSource()),
+        "safe release, subnormal values": lambda: gauss.add_to_grid_(work.copy_(subnormal), 2.0 ** -20,
+                                                                     RandomSource()),
     }
     best = {name: float("inf") for name in cases}
     for f in cases.values():  # warm-up
@@ -68,6 +76,8 @@ def main() -> None:
         kind = "release" if "release" in name else "Gaussian" if "Gaussian" in name else "Laplace"
         against = "float release" if kind == "release" else "float64"
         print(f"{name:34s} {n / t / 1e6:8.1f} M samples/s   {t * 1e3:8.1f} ms   {t / anchors[kind]:5.2f}x {against}")
+    print(f"subnormal / normal values, the same release: "
+          f"{best['safe release, subnormal values'] / best['safe release, normal values']:.3f}x")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,9 @@ def distributed_appr_propagate(x_rows: Tensor, edge_index_rows: Any, *, row_rang
             :func:`~pyg_private.utils.appr_propagate`.
         group (ProcessGroup, optional): the processes (default: the default group).
         exchange (str, optional): ``"auto"``, ``"all_gather"`` or ``"halo"`` (every process must pass
-            the same). (default: ``"auto"``)
+            the same). The halo's message sizes reveal how many edges cross the blocks to whoever
+            watches the network: ``"all_gather"`` on networks you do not trust (see
+            :mod:`~pyg_private.distributed.halo`). (default: ``"auto"``)
 
     Returns:
         Tensor: this process's rows, :math:`(e - s, F)` (or :math:`(e - s, sF)` for :math:`s` step counts).

@@ -78,7 +78,9 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
         layer (ContractiveGraphLayer): the configured layer, built alike on every process.
         group (ProcessGroup, optional): the processes of the release (default: the default group).
         exchange (str, optional): how each hop receives the previous one: ``"auto"``,
-            ``"all_gather"`` or ``"halo"`` (see above; every process must pass the same).
+            ``"all_gather"`` or ``"halo"`` (see above; every process must pass the same). The halo's
+            message sizes reveal how many edges cross the blocks to whoever watches the network:
+            ``"all_gather"`` on networks you do not trust (see :mod:`~pyg_private.distributed.halo`).
             (default: ``"auto"``)
 
     Shapes:

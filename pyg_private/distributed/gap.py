@@ -53,7 +53,9 @@ class DistributedGAPAggregation(RowPartitionedRelease):
             on rank 0).
         group (ProcessGroup, optional): the processes of the release (default: the default group).
         exchange (str, optional): ``"auto"``, ``"all_gather"`` or ``"halo"`` (every process must pass
-            the same). (default: ``"auto"``)
+            the same). The halo's message sizes reveal how many edges cross the blocks to whoever
+            watches the network: ``"all_gather"`` on networks you do not trust (see
+            :mod:`~pyg_private.distributed.halo`). (default: ``"auto"``)
 
     Shapes:
         - **input:** ``x`` :math:`(e - s, F)`, ``edge_index`` of the block's rows (global ids) or a sparse

@@ -16,6 +16,15 @@ is a small part of :math:`N` and each process receives and holds that much inste
 all-gather (one collective, no index work) is the better choice. :func:`plan_exchange` decides
 from the halo sizes (one all-reduce), alike on every process; the distinct columns come from a
 mask over the nodes, without a sort of the entries.
+
+**What the network sees.** The halo's plan and per-hop messages are sized by the private graph:
+how many rows process ``a`` requests from process ``b`` is the number of distinct nodes of ``b``'s
+block adjacent to ``a``'s block, so an observer of the traffic (gloo sends it unencrypted) learns
+how many edges cross each pair of blocks, and how that changes between two neighbouring graphs. The
+noise protects the released values, not these message sizes. The all-gather sends the same
+``N x F`` values whatever the edges are: on a network you do not trust (or without encryption
+between the machines), pass ``exchange="all_gather"``; ``"auto"`` reveals the same counts through
+its decision as well.
 """
 from __future__ import annotations
 

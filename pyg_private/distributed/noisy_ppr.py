@@ -99,7 +99,9 @@ class DistributedNoisyPPRDiffusion(RowPartitionedRelease):
             only on rank 0).
         group (ProcessGroup, optional): the processes of the release (default: the default group).
         exchange (str, optional): ``"auto"``, ``"all_gather"`` or ``"halo"`` (every process must pass
-            the same). (default: ``"auto"``)
+            the same). The halo's message sizes reveal how many edges cross the blocks to whoever
+            watches the network: ``"all_gather"`` on networks you do not trust (see
+            :mod:`~pyg_private.distributed.halo`). (default: ``"auto"``)
 
     Shapes:
         - **input:** signals ``x`` :math:`(e - s, C)` (this process's rows; or :math:`(e - s)`), or

@@ -19,6 +19,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -43,11 +44,37 @@ static inline int64_t round_f32(float x) {
 }
 #endif
 
+/* Subnormal inputs in constant time. Arithmetic on a subnormal operand takes a microcode assist on
+ * x86 CPUs (tens of times slower a value), which would time how many private values are tiny. So a
+ * subnormal value becomes a zero of its sign before it is scaled, by integer operations that cost the
+ * same for every value. That changes no result when every subnormal v has |v * s| < 1/2 (it rounds
+ * to 0 either way), i.e. when (smallest normal) * s <= 1/2: `flush_ok` below; otherwise (a
+ * granularity below twice the smallest normal number) nothing is flushed. */
+static inline int flush_ok_f64(double s) { return 2.2250738585072014e-308 * s <= 0.5; }
+static inline int flush_ok_f32(float s) { return (double)1.17549435e-38f * (double)s <= 0.5; }
+static inline double flush_f64(double v, uint64_t flush) {
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    const uint64_t sub = (uint64_t)(((b >> 52) & 0x7ffu) == 0) & flush; /* 1: subnormal (or zero) */
+    b &= ~((0 - sub) & 0x7fffffffffffffffULL);                        /* keep the sign bit only */
+    memcpy(&v, &b, sizeof b);
+    return v;
+}
+static inline float flush_f32(float v, uint32_t flush) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    const uint32_t sub = (uint32_t)(((b >> 23) & 0xffu) == 0) & flush;
+    b &= ~((0 - sub) & 0x7fffffffu);
+    memcpy(&v, &b, sizeof b);
+    return v;
+}
+
 /* The clamp comes first (to +-2^61, an integer: the same result as rounding first), so that the
  * conversion never overflows; a NaN passes both comparisons and is mapped to INT64_MIN. */
 static void step_f64(double *v, const int64_t *k, Py_ssize_t n, double s, double g, double lim) {
+    const uint64_t flush = (uint64_t)flush_ok_f64(s);
     for (Py_ssize_t i = 0; i < n; i++) {
-        double x = v[i] * s;
+        double x = flush_f64(v[i], flush) * s;
         x = x > lim ? lim : (x < -lim ? -lim : x);
         int64_t q = x == x ? round_f64(x) : INT64_MIN;
         q = (int64_t)((uint64_t)q + (uint64_t)k[i]);
@@ -56,8 +83,9 @@ static void step_f64(double *v, const int64_t *k, Py_ssize_t n, double s, double
 }
 
 static void step_f32(float *v, const int64_t *k, Py_ssize_t n, float s, float g, float lim) {
+    const uint32_t flush = (uint32_t)flush_ok_f32(s);
     for (Py_ssize_t i = 0; i < n; i++) {
-        float x = v[i] * s;
+        float x = flush_f32(v[i], flush) * s;
         x = x > lim ? lim : (x < -lim ? -lim : x);
         int64_t q = x == x ? round_f32(x) : INT64_MIN;
         q = (int64_t)((uint64_t)q + (uint64_t)k[i]);
@@ -101,13 +129,14 @@ static inline int64_t noise_of(const Layout *L, Py_ssize_t i, int *flag) {
     return (int64_t)(u >> L->accept_bits) + L->t1[pick];
 }
 
-#define GRID_FIRST_PASS(NAME, T, ROUND)                                                                      \
+#define GRID_FIRST_PASS(NAME, T, ROUND, FLUSH, FLUSH_OK, U)                                                  \
     static Py_ssize_t NAME(const Layout *L, Py_ssize_t from, Py_ssize_t n, T *v, int64_t *flagged,            \
                            int64_t *kept, Py_ssize_t count, int64_t start, T s, T g, T lim) {                 \
+        const U flush = (U)FLUSH_OK(s);                                                                       \
         for (Py_ssize_t i = from; i < n; i++) {                                                               \
             int flag;                                                                                         \
             const int64_t k = noise_of(L, i, &flag);                                                          \
-            T x = v[i] * s;                                                                                   \
+            T x = FLUSH(v[i], flush) * s;                                                                     \
             x = x > lim ? lim : (x < -lim ? -lim : x);                                                        \
             const int64_t q = x == x ? ROUND(x) : INT64_MIN;                                                  \
             v[i] = (T)(int64_t)((uint64_t)q + (uint64_t)k) * g;                                               \
@@ -117,8 +146,8 @@ static inline int64_t noise_of(const Layout *L, Py_ssize_t i, int *flag) {
         }                                                                                                     \
         return count;                                                                                         \
     }
-GRID_FIRST_PASS(grid_pass_f64, double, round_f64)
-GRID_FIRST_PASS(grid_pass_f32, float, round_f32)
+GRID_FIRST_PASS(grid_pass_f64, double, round_f64, flush_f64, flush_ok_f64, uint64_t)
+GRID_FIRST_PASS(grid_pass_f32, float, round_f32, flush_f32, flush_ok_f32, uint32_t)
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define HAVE_AVX512_PASS 1
@@ -160,6 +189,7 @@ __attribute__((target("avx512f,avx512dq"))) static inline __m512i noise_of8(cons
         const Layout *L, Py_ssize_t n, T *v, int64_t *flagged, int64_t *kept, int64_t start, T s, T g, T lim, \
         Py_ssize_t *done) {                                                                                   \
         Py_ssize_t count = 0, i = 0;                                                                          \
+        const int flush = sizeof(T) == 8 ? flush_ok_f64((double)s) : flush_ok_f32((float)s);                  \
         for (; i + 8 <= n; i += 8) {                                                                          \
             __mmask8 flag;                                                                                    \
             const __m512i k = noise_of8(L, i, &flag);                                                         \
@@ -179,13 +209,23 @@ __attribute__((target("avx512f,avx512dq"))) static inline __m512i noise_of8(cons
         return count;                                                                                         \
     }
 GRID_PASS_AVX512(grid_pass_f64_avx512, double,
-                 __m512d x = _mm512_mul_pd(_mm512_loadu_pd(v + i), _mm512_set1_pd(s));
+                 /* subnormals to signed zeros (see flush_f64), lane by lane with integer operations */
+                 __m512i b = _mm512_castpd_si512(_mm512_loadu_pd(v + i));
+                 const __mmask8 sub = _mm512_cmpeq_epi64_mask(
+                     _mm512_and_si512(b, _mm512_set1_epi64(0x7ff0000000000000LL)), _mm512_setzero_si512());
+                 b = _mm512_mask_and_epi64(b, flush ? sub : 0, b, _mm512_set1_epi64((long long)0x8000000000000000ULL));
+                 __m512d x = _mm512_mul_pd(_mm512_castsi512_pd(b), _mm512_set1_pd(s));
                  x = _mm512_max_pd(_mm512_set1_pd(-lim), _mm512_min_pd(_mm512_set1_pd(lim), x));
                  const __m512i q = _mm512_cvtpd_epi64(x);,
                  _mm512_storeu_pd(v + i, _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_add_epi64(q, k)),
                                                        _mm512_set1_pd(g)));)
 GRID_PASS_AVX512(grid_pass_f32_avx512, float,
-                 __m256 x = _mm256_mul_ps(_mm256_loadu_ps(v + i), _mm256_set1_ps(s));
+                 __m256i b = _mm256_castps_si256(_mm256_loadu_ps(v + i));
+                 const __m256i sub = _mm256_and_si256(
+                     _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256()),
+                     _mm256_set1_epi32(flush ? 0x7fffffff : 0));
+                 b = _mm256_andnot_si256(sub, b);
+                 __m256 x = _mm256_mul_ps(_mm256_castsi256_ps(b), _mm256_set1_ps(s));
                  x = _mm256_max_ps(_mm256_set1_ps(-lim), _mm256_min_ps(_mm256_set1_ps(lim), x));
                  const __m512i q = _mm512_cvtps_epi64(x);,
                  _mm256_storeu_ps(v + i, _mm256_mul_ps(_mm512_cvtepi64_ps(_mm512_add_epi64(q, k)),

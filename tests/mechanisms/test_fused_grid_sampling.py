@@ -24,7 +24,10 @@ def _values(n: int, dtype: torch.dtype, on_scale: bool, seed: int = 0) -> torch.
     special = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.5, -0.5, 2.5, -0.0, 2.0 ** 62, -(2.0 ** 70),
                             1e300, 5e-324, 2.0 ** 23 + 0.5], dtype=torch.float64)
     v[:min(n, special.numel())] = special[:n]
-    return (v if on_scale else v * 2.0 ** -20).to(dtype)
+    v = (v if on_scale else v * 2.0 ** -20).to(dtype)
+    tiny = torch.finfo(dtype).tiny  # subnormals of the buffer's dtype, both signs: flushed by the C loops
+    v[special.numel():special.numel() + n // 16] *= tiny
+    return v
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

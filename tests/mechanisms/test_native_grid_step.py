@@ -31,7 +31,9 @@ def _values(dtype, n=20000, seed=0):
     special = torch.tensor([0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 2.0 ** 52 + 1, -(2.0 ** 53), 2.0 ** 61,
                             2.0 ** 62, -(2.0 ** 70), 1e300, -1e300, 5e-324, 2.0 ** 23 + 0.5, 2.0 ** 24 + 1],
                            dtype=torch.float64)
-    return torch.cat([base, halves, special]).to(dtype)
+    tiny = torch.finfo(dtype).tiny  # subnormal values of the buffer's dtype, both signs (flushed by the C loop)
+    sub = (torch.rand(n // 8, generator=gen, dtype=torch.float64) * 2 - 1) * tiny
+    return torch.cat([base, halves, special, sub, torch.tensor([tiny, -tiny, tiny / 2], dtype=torch.float64)]).to(dtype)
 
 
 @needs_native
