@@ -64,6 +64,12 @@ class CanaryAudit(OneRunAudit):
         scores (Tensor): ``[m]`` float64 scores, run after run.
         included (Tensor): ``[m]`` bool inclusion bits.
         pairs (Tensor): ``[2, m]`` canary pairs (``u < v``), run after run.
+
+    **Ground truth, returned knowingly.** ``included`` are the canaries' inclusion coins and ``pairs`` the
+    canaries (pairs that are no edge of the graph you passed): the auditor's own data (the inputs you passed, or
+    the audit's own coins), kept because the attack is scored against it. It is **not** released data:
+    ``pickle`` / ``torch.save`` of this result keep it as it is, so store a result with the private data and
+    publish its summary fields (``epsilon``, ``auc``, the counts) instead.
     """
 
     runs: int

@@ -77,6 +77,12 @@ class LinkTellerResult:
         labels (Tensor): whether every attacked pair is an edge, shape ``[P]`` (bool).
         pairs (Tensor): the attacked pairs as node ids, shape ``[2, P]``; pair ``p`` is
             ``(nodes[i], nodes[j])`` for the ``p``-th ``i < j`` in row-major order.
+
+    **Ground truth, returned knowingly.** ``labels`` with ``pairs`` are the private graph's edges among the
+    attacked nodes (read off the ``edge_index`` you passed): the auditor's own data (the inputs you passed, or
+    the audit's own coins), kept because the attack is scored against it. It is **not** released data:
+    ``pickle`` / ``torch.save`` of this result keep it as it is, so store a result with the private data and
+    publish its summary fields (``auc``, ``advantage``, ``precision_at_k``, the counts) instead.
     """
 
     auc: float

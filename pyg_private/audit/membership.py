@@ -86,6 +86,12 @@ class MembershipResult:
         scores (Tensor): float64 scores of the evaluated nodes (members and non-members,
             in node order), shape ``[members + nonmembers]``.
         is_member (Tensor): boolean membership of those nodes, aligned with ``scores``.
+
+    **Ground truth, returned knowingly.** ``is_member`` is the member split (the training set of the attacked
+    model): the auditor's own data (the inputs you passed, or the audit's own coins), kept because the attack is
+    scored against it. It is **not** released data: ``pickle`` / ``torch.save`` of this result keep it as it is,
+    so store a result with the private data and publish its summary fields (``auc``, ``advantage``, the TPRs,
+    the counts) instead.
     """
 
     auc: float

@@ -2,7 +2,7 @@
 from .caribou import (CaribouConfig, CaribouModel, CaribouResult, config_grid, node_level_noise_multiplier,
                       run_caribou, search_caribou)
 from .gcon import GCONConfig, GCONResult, gcon_grid, run_gcn, run_gcon, search_gcon
-from .node_training import accuracy, fit_dp_sgd, fit_full_batch, predict
+from .node_training import accuracy, fit_dp_sgd, fit_full_batch, predict, release_opacus_state
 
 __all__ = [
     "CaribouConfig",
@@ -20,6 +20,7 @@ __all__ = [
     "run_gcn",
     "fit_full_batch",
     "fit_dp_sgd",
+    "release_opacus_state",
     "predict",
     "accuracy",
 ]

@@ -123,7 +123,16 @@ class CaribouConfig:
 
 @dataclass
 class CaribouResult:
-    """What one run measured."""
+    """What one run measured.
+
+    **What a result holds.** Only what was released or is public, plus the evaluation the run was asked for: the
+    configuration; the cost (``epsilon`` and ``accountant``, public records of the events); ``model``, the
+    released pipeline (:class:`CaribouModel`); and the accuracies on your own splits, statistics of the private
+    data that the guarantee does not cover (report them as an evaluation, not as a private release). Never the
+    graph, the features, a noise-free propagation, solver diagnostics, per-example gradients or a generator:
+    ``pickle``, ``torch.save`` and ``copy.deepcopy`` of a result carry nothing else (tested by
+    ``tests/test_saved_state_privacy.py``).
+    """
 
     config: CaribouConfig
     epsilon: float
@@ -147,6 +156,11 @@ class CaribouModel:
     the same graph and features as its last call cost nothing; any other (for example
     test-on-full after training on a subgraph, or the training graph again after that)
     is a **new release**, charged to the run's accountant under the same noise multiplier.
+
+    It holds released or public data only: the encoder and the head (trained on public features and
+    labels at edge level, with DP-SGD at node level, Opacus' per-example state removed) and the
+    aggregation layer, whose ``pickle`` / ``state_dict`` keep its noisy release without the graph and
+    without its generator (see :class:`~pyg_private.nn.ContractiveGraphLayer`).
     """
 
     config: CaribouConfig

@@ -68,6 +68,18 @@ class GCONConfig:
 
 @dataclass
 class GCONResult:
+    """What one run measured.
+
+    **What a result holds.** Only what was released or is public, plus the evaluation the run was asked for: the
+    configuration; the cost (``epsilon`` and ``accountant``, public records of the events); ``fit``, the public
+    record of the private fit (:class:`~pyg_private.nn.GCONFit`: its solver diagnostics are for a local check
+    and are dropped by every copy and pickle); and the accuracies on your own splits, statistics of the private
+    data that the guarantee does not cover (report them as an evaluation, not as a private release). Never the
+    graph, the features, a noise-free propagation, solver diagnostics, per-example gradients or a generator:
+    ``pickle``, ``torch.save`` and ``copy.deepcopy`` of a result carry nothing else (tested by
+    ``tests/test_saved_state_privacy.py``).
+    """
+
     config: GCONConfig
     epsilon: float
     val_accuracy: float

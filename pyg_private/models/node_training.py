@@ -21,7 +21,7 @@ from tqdm import trange
 
 from ..accounting import OpacusAccountant, PrivacyAccountant, Unit
 
-__all__ = ["fit_full_batch", "fit_dp_sgd", "predict", "accuracy"]
+__all__ = ["fit_full_batch", "fit_dp_sgd", "release_opacus_state", "predict", "accuracy"]
 
 
 def _check(x: Tensor, y: Tensor, mask: Tensor) -> Tensor:
@@ -78,7 +78,10 @@ def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_mu
     must not depend on the private number of examples: pass ``num_examples``, a **public**
     count of example slots (e.g. the size of a public training split over a fixed node
     universe, of which only the present nodes are in ``mask``), ``>=`` the masked count.
-    ``model`` is trained in place; the function returns it (Opacus' wrapper removed).
+    ``model`` is trained in place; the function returns it with its (released) weights only:
+    Opacus' wrapper and hooks are removed, and so are the per-example gradients, their clipped sum
+    (noise-free functions of the private examples) and the captured inputs that Opacus leaves on the
+    parameters and modules (:func:`release_opacus_state`), so the model pickles and saves clean.
     ``generator`` seeds the noise (the Poisson sampling uses the global RNG, as in Opacus).
     """
     from opacus import PrivacyEngine  # imported here: Opacus is heavy and only DP-SGD needs it
@@ -103,19 +106,59 @@ def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_mu
         private_model, private_opt, private_loader = engine.make_private(
             module=model, optimizer=opt, data_loader=loader, noise_multiplier=float(noise_multiplier),
             max_grad_norm=float(max_grad_norm), poisson_sampling=False, noise_generator=generator)
-        private_opt.expected_batch_size = int(n * (1.0 / steps))  # Opacus' value, from the public count
-        private_model.train()
-        # a progress bar on interactive terminals only (tqdm's `disable=None`), on stderr
-        for _ in trange(int(epochs), desc=f"DP-SGD ({name})", disable=None, leave=False):
-            for xb, yb in private_loader:
-                private_opt.zero_grad()
-                out = private_model(xb)
-                # an empty Poisson batch still takes a step (noise only), with a zero loss
-                loss = F.cross_entropy(out, yb) if len(yb) else out.sum() * 0.0
-                loss.backward()
-                private_opt.step()
+        try:
+            private_opt.expected_batch_size = int(n * (1.0 / steps))  # Opacus' value, from the public count
+            private_model.train()
+            # a progress bar on interactive terminals only (tqdm's `disable=None`), on stderr
+            for _ in trange(int(epochs), desc=f"DP-SGD ({name})", disable=None, leave=False):
+                for xb, yb in private_loader:
+                    private_opt.zero_grad()
+                    out = private_model(xb)
+                    # an empty Poisson batch still takes a step (noise only), with a zero loss
+                    loss = F.cross_entropy(out, yb) if len(yb) else out.sum() * 0.0
+                    loss.backward()
+                    private_opt.step()
+        finally:  # also after a refused step: the model leaves with its weights only
+            release_opacus_state(model, private_model)
     model.eval()
     return model
+
+
+#: What Opacus leaves on the parameters (per-example gradients and their clipped sum, both without
+#: noise) and on the modules (the hooks' captured inputs, private examples) of a model it trained.
+_OPACUS_PARAMETER_STATE = ("grad_sample", "summed_grad", "_forward_counter", "_current_grad_sample", "_norm_sample")
+_OPACUS_MODULE_STATE = ("activations", "max_batch_len", "ft_compute_sample_grad", "autograd_grad_sample_hooks")
+
+
+def release_opacus_state(model: nn.Module, wrapper: Optional[nn.Module] = None) -> None:
+    """Remove from ``model`` what DP-SGD left on it besides its weights: Opacus' hooks (which would
+    keep capturing the inputs of every later forward), the per-example gradients and their clipped sum
+    on every parameter (``grad_sample``, ``summed_grad``: computed from the private examples **without
+    noise**), the captured activations (private inputs), and the last step's gradient. Without this a
+    ``pickle`` or ``torch.save`` of the trained model would write the per-example gradients out (a
+    parameter pickles its attributes). Only the noisy, released weights are kept."""
+    close = getattr(wrapper, "_close", None)
+    if callable(close):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            close()  # removes the hooks (and the attributes Opacus knows of)
+    for p in model.parameters():
+        for attr in _OPACUS_PARAMETER_STATE:
+            p.__dict__.pop(attr, None)
+        p.grad = None
+    for module in model.modules():
+        for attr in _OPACUS_MODULE_STATE:
+            module.__dict__.pop(attr, None)
+        if wrapper is not None:  # any hook of the wrapper that `_close` left (another Opacus version)
+            for hooks in (module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
+                          module._backward_pre_hooks):
+                for key in [k for k, hook in hooks.items() if _bound_to(hook, wrapper)]:
+                    del hooks[key]
+
+
+def _bound_to(hook: object, owner: object) -> bool:
+    func = getattr(hook, "func", hook)  # functools.partial
+    return getattr(func, "__self__", None) is owner
 
 
 @torch.no_grad()

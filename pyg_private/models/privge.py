@@ -120,6 +120,16 @@ class PrivGEConfig:
 
 @dataclass
 class PrivGEResult:
+    """What one run measured (validation and test accuracy or ROC-AUC).
+
+    **What a result holds.** Only what was released or is public, plus the evaluation the run was asked for: the
+    configuration; the cost (``epsilon`` and ``accountant``, public records of the events); and the accuracies
+    on your own splits, statistics of the private data that the guarantee does not cover (report them as an
+    evaluation, not as a private release). Never the graph, the features, a noise-free propagation, solver
+    diagnostics, per-example gradients or a generator: ``pickle``, ``torch.save`` and ``copy.deepcopy`` of a
+    result carry nothing else (tested by ``tests/test_saved_state_privacy.py``).
+    """
+
     config: PrivGEConfig
     epsilon: float
     task: str  # "node" (accuracy) or "link" (ROC-AUC)

@@ -183,7 +183,16 @@ class ProGAPConfig:
 
 @dataclass
 class ProGAPResult:
-    """What one run measured: the selected stage's accuracies and every stage's."""
+    """What one run measured: the selected stage's accuracies and every stage's.
+
+    **What a result holds.** Only what was released or is public, plus the evaluation the run was asked for: the
+    configuration; the cost (``epsilon`` and ``accountant``, public records of the events); ``model``, the
+    released stages (:class:`ProGAPModel`); and the accuracies on your own splits, statistics of the private
+    data that the guarantee does not cover (report them as an evaluation, not as a private release). Never the
+    graph, the features, a noise-free propagation, solver diagnostics, per-example gradients or a generator:
+    ``pickle``, ``torch.save`` and ``copy.deepcopy`` of a result carry nothing else (tested by
+    ``tests/test_saved_state_privacy.py``).
+    """
 
     config: ProGAPConfig
     epsilon: float
@@ -300,6 +309,12 @@ class ProGAPModel:
     pipeline. Each aggregation layer caches its release: the training graph and inputs again cost
     nothing; any other graph is a **new release** of every stage, charged to the run's accountant
     under the same noise multiplier.
+
+    It holds released or public data only: the stages' weights (full-batch Adam on public data and the releases
+    at edge level, DP-SGD at node level, Opacus' per-example state removed) and the aggregation layers,
+    whose ``pickle`` / ``state_dict`` keep the noisy aggregations alone (not the graph, not
+    ``normalize(H)``, not the generator; see
+    :class:`~pyg_private.nn.ProGAPAggregation`).
     """
 
     config: ProGAPConfig

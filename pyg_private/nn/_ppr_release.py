@@ -87,6 +87,11 @@ class SeededRelease(PersistentRelease):
     def event(self, num_columns: int) -> PrivacyEvent:  # pragma: no cover - implemented by hosts
         raise NotImplementedError
 
+    def _release_is_public(self) -> bool:
+        # personalized: each column is private to its seed's owner (the guarantee is per recipient),
+        # so a state or a pickle, which hands every column to whoever holds the file, never holds it
+        return not self.personalized
+
     def _public_num_nodes(self, edge_index: Any, num_nodes: Optional[int], x: Any) -> int:
         """The **public** node count: ``x``'s rows, ``num_nodes`` or a sparse adjacency's declared
         size, never the largest id of the private ``edge_index`` (see

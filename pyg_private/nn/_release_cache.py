@@ -7,7 +7,8 @@ therefore holds only
 
 * the **released** (noisy) output, exactly as the mechanism produced it (the noise-free output of
   a non-private reference, ``noise_multiplier=0`` or ``noise_scale=0``, is never written out:
-  recomputing it costs nothing),
+  recomputing it costs nothing; nor is a block that is no release, such as GAP's
+  :math:`\mathbf{X}^{(0)} = \mathrm{normalize}(\mathbf{x})`, recomputed from the caller's input),
 * the public record of what it cost: the privacy event (the mechanism's public parameters and its
   cost, :meth:`~pyg_private.accounting.PrivacyEvent.to_dict`) and whether it was registered with an
   accountant,
@@ -16,10 +17,12 @@ therefore holds only
   at edge level, the seeds or signals of the PPR modules) and of public sizes and dtypes.
 
 Never the private graph, a function of it other than the release, the noise-free output, the noise,
-or a generator state. A fingerprint of the graph is ruled out on purpose: a deterministic digest of
-the private graph is a non-private release, since anyone holding the file could hash the two
-candidate graphs that differ in one edge and learn with certainty which one was used, which is
-exactly what edge-level differential privacy forbids.
+or a generator state; nor a release whose guarantee holds per recipient only (personalized PPR, each
+column for its seed's owner alone): a file would hand every column to one party, so such a release
+stays in memory (reused in the process) and is released anew after a reload. A fingerprint of the
+graph is ruled out on purpose: a deterministic digest of the private graph is a non-private release,
+since anyone holding the file could hash the two candidate graphs that differ in one edge and learn
+with certainty which one was used, which is exactly what edge-level differential privacy forbids.
 
 So a release restored from a state cannot tell the graph it was released for from another graph
 with the same public inputs. It is reused for the first call whose public inputs match (which
@@ -27,6 +30,17 @@ with the same public inputs. It is reused for the first call whose public inputs
 only for that graph; a call with other public inputs (another node count, other features or seeds,
 another dtype) or, once bound, another graph is a new, charged release. Call
 ``reset_parameters()`` before using a loaded model on a different graph.
+
+Copies in one process. ``copy.deepcopy`` is the in-memory copy of a model that keeps working on the
+same data (``best = copy.deepcopy(model)``, ``to_hetero``): it shares the accountant (one ledger) and
+the generator (one noise stream), and it keeps the cached release *bound*, i.e. with its exact
+in-memory key, which it **shares** with the original instead of duplicating it (the key tensors are
+private copies that nothing writes in place). So a deep copy never makes a second copy of the
+private graph or of node-level features, and it cannot carry them anywhere a pickle could not: a
+``pickle``, ``torch.save`` or ``state_dict`` of the copy holds exactly what one of the original
+holds. What else a module keeps in memory to run (the propagation ``PerturbedAPPRConv`` caches) is
+shared the same way and never pickled; solver diagnostics and per-example gradients are neither
+copied nor pickled.
 """
 from __future__ import annotations
 
@@ -145,10 +159,16 @@ class CachedRelease:
     def __getstate__(self) -> dict[str, Any]:  # pickling one directly: never the raw inputs
         return self.persisted().__dict__.copy()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "CachedRelease":  # in memory: keep the exact key
+    def __deepcopy__(self, memo: dict[int, Any]) -> "CachedRelease":
+        # in memory the copy keeps the exact key, *shared* with the original rather than duplicated:
+        # the key tensors are private copies that nothing writes in place (`matches` rebinds them), so
+        # a deep copy never makes a second copy of the private graph; pickling either drops it
         new = CachedRelease.__new__(CachedRelease)
         memo[id(self)] = new
-        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        state = self.__dict__.copy()
+        key = {k: state.pop(k) for k in ("public", "private")}
+        new.__dict__.update(copy.deepcopy(state, memo))
+        new.__dict__.update(key)
         return new
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -163,7 +183,8 @@ class PersistentRelease:
       module notes for what is stored), so that a reloaded model reuses it without a new charge;
       a state made under other privacy settings raises;
     * ``__deepcopy__``: the copy shares the accountant and the generator (one ledger for the real
-      data; no duplicated noise stream) and keeps the in-memory cache;
+      data; no duplicated noise stream) and keeps the in-memory cache, its key shared with the
+      original, not duplicated (see the module notes);
     * ``__getstate__`` (``pickle``, ``torch.save(module)``): the cache without the raw inputs, and no
       generator state;
     * ``__prepare_scriptable__``: a clear error from ``torch.jit.script``.
@@ -226,7 +247,7 @@ class PersistentRelease:
         """The cached release and its public record (see the module notes); no private data."""
         state: dict[str, Any] = {"format": _FORMAT, "version": _VERSION, "layer": type(self).__name__,
                                  "unit": self._release_unit, "settings": _plain(self._release_settings())}
-        state["release"] = None if _noise_free(self._cache) else self._cache.to_state()
+        state["release"] = None if not self._writable(self._cache) else self._cache.to_state()
         return state
 
     def set_extra_state(self, state: Any) -> None:
@@ -291,7 +312,7 @@ class PersistentRelease:
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()  # type: ignore[misc]
         cache = state.get("_cache")
-        state["_cache"] = None if _noise_free(cache) else cache.persisted()
+        state["_cache"] = cache.persisted() if self._writable(cache) else None
         if state.get("generator") is not None:
             # its state would let whoever holds the file recompute the noise of past releases
             state["generator"] = None
@@ -299,6 +320,15 @@ class PersistentRelease:
 
     def __prepare_scriptable__(self) -> Any:
         raise RuntimeError(self._JIT_REASON.format(name=type(self).__name__))
+
+    def _release_is_public(self) -> bool:
+        """Whether the host's releases may be written out (every state is treated as public); a host
+        whose guarantee holds per recipient only (personalized PPR) returns ``False``."""
+        return True
+
+    def _writable(self, cache: Optional[CachedRelease]) -> bool:
+        """A cached release that a ``state_dict`` or a pickle may hold: a noisy one, of a public kind."""
+        return not _noise_free(cache) and self._release_is_public()
 
 
 def _noise_free(cache: Optional[CachedRelease]) -> bool:

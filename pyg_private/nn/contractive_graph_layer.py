@@ -166,7 +166,8 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     graph.
 
     **Module protocols** (as for every release layer): ``copy.deepcopy`` shares the accountant and the
-    generator and keeps the cache; ``pickle`` and ``torch.save(module)`` keep the release without the
+    generator and keeps the cache (its in-memory key, the graph, shared with the original, not
+    duplicated); ``pickle`` and ``torch.save(module)`` keep the release without the
     graph and drop the generator (its state would let the file's holder recompute the noise);
     ``torch.compile`` works, the release running eagerly (``torch.compiler.disable``);
     ``torch.jit.script`` raises on purpose: the release registers with the Python accountant and draws

@@ -75,9 +75,11 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
     charged, and later forwards with the same graph and inputs return that release at no further cost; a
     different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
     ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
-    cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy output, its privacy
-    event and whether an accountant recorded it, the layer's privacy settings, and a SHA-256 fingerprint
-    of the features ``x`` (public under edge-level neighbours)), so ``load_state_dict`` into a layer
+    cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy hops
+    :math:`\mathbf{X}^{(1)}, \dots, \mathbf{X}^{(K)}`, its privacy event and whether an accountant recorded
+    it, the layer's privacy settings, and a SHA-256 fingerprint of the features ``x`` (public under
+    edge-level neighbours)); :math:`\mathbf{X}^{(0)} = \mathrm{normalize}(\mathbf{x})` is no release and
+    is recomputed from the caller's ``x``, never stored. So ``load_state_dict`` into a layer
     built with the same settings returns it without a new charge and without touching the accountant
     (restore the accountant from its own ``state_dict``); a state made under other settings raises
     ``ValueError``. A release restored from a state that no accountant recorded is registered with this
@@ -87,7 +89,8 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
     call :meth:`reset_parameters` before using a loaded model on another graph.
 
     **Module protocols** (as for every release layer): ``copy.deepcopy`` shares the accountant and the
-    generator and keeps the cache; ``pickle`` and ``torch.save(module)`` keep the release without the
+    generator and keeps the cache (its in-memory key, the graph, shared with the original, not
+    duplicated); ``pickle`` and ``torch.save(module)`` keep the release without the
     graph and drop the generator (its state would let the file's holder recompute the noise);
     ``torch.compile`` works, the release running eagerly (``torch.compiler.disable``);
     ``torch.jit.script`` raises on purpose: the release registers with the Python accountant and draws
@@ -161,7 +164,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         key = (x,), graph, (n, x.size(1), str(x.dtype))  # public: the features (edge level); private: the graph
         reused = self._cached_release(*key, device=x.device, dtype=out_dtype)
         if reused is not None:  # the cached release: no new charge, no noise
-            return reused
+            return torch.cat([self._own_block(x, out_dtype), reused], dim=-1)
         grid, source = self.plan_grid(n, x.size(1)), None  # before any charge
         if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
@@ -169,8 +172,23 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
         out = self._hops(graph, x.detach().to(torch.float64, copy=True), grid, source, out_dtype)
-        self._keep_release(out, *key, event=event, granularity=self.granularity)
+        # the noisy hops only: X^(0) = normalize(x) is no release (a noise-free function of the caller's
+        # input), recomputed on reuse, so it is never kept in the cache nor written into a saved state
+        self._keep_release(out[:, x.size(1):], *key, event=event, granularity=self.granularity)
         return out
+
+    @staticmethod
+    def _own_block(x: Tensor, dtype: torch.dtype) -> Tensor:
+        r""":math:`\mathbf{X}^{(0)}`, the block :meth:`_hops` writes first (the same values)."""
+        return _normalize_rows_(x.detach().to(torch.float64, copy=True)).to(dtype)
+
+    def set_extra_state(self, state: Any) -> None:
+        r""":meth:`PersistentRelease.set_extra_state`; a state saved before the cache dropped
+        :math:`\mathbf{X}^{(0)}` (all ``K + 1`` blocks) loads with that block removed."""
+        super().set_extra_state(state)
+        entry = self._cache
+        if entry is not None and len(entry.meta) == 3 and entry.release.size(1) == (self.K + 1) * int(entry.meta[1]):
+            entry.release = entry.release[:, int(entry.meta[1]):].clone()
 
     def plan_grid(self, num_nodes: int, channels: int) -> Optional[tuple[float, float]]:
         """``(granularity, inflated per-hop sensitivity)`` of a safe release on ``num_nodes`` x

@@ -151,10 +151,14 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     reused. The state never holds the graph or any function of it but the release: a digest of the graph
     would let anyone holding the file test a guessed edge with certainty. So a loaded release is bound
     to the first graph it is used with (matching public inputs); call :meth:`reset_parameters` before
-    using a loaded model on another graph.
+    using a loaded model on another graph. A **personalized** release (``personalized=True``) is never
+    written out (``state_dict``, ``pickle``, ``torch.save`` hold no release): its guarantee is per
+    recipient, each column for its seed's owner alone, and a file would hand every column to whoever
+    holds it. It is reused in memory only; after a reload the next forward is a new, charged release.
 
     **Module protocols** (as for every release layer): ``copy.deepcopy`` shares the accountant and the
-    generator and keeps the cache; ``pickle`` and ``torch.save(module)`` keep the release without the
+    generator and keeps the cache (its in-memory key, the graph, shared with the original, not
+    duplicated); ``pickle`` and ``torch.save(module)`` keep the release without the
     graph and drop the generator (its state would let the file's holder recompute the noise);
     ``torch.compile`` works, the release running eagerly (``torch.compiler.disable``);
     ``torch.jit.script`` raises on purpose: the release registers with the Python accountant and draws

@@ -44,20 +44,38 @@ __all__ = ["PerturbedAPPRConv", "GCONFit"]
 Steps = Union[int, float, Sequence[Union[int, float]]]
 
 
+_DIAGNOSTICS = ("grad_norm", "iterations", "converged")
+
+
 @dataclass
 class GCONFit:
     """What one private fit did (the noise ``B`` and its seed are not kept).
 
-    ``grad_norm``, ``iterations`` and ``converged`` are solver diagnostics computed from the
-    private objective: they are **not** covered by the guarantee. Check them locally; never
-    publish them with the model (the released quantity is the weight alone).
+    ``calibration`` (Theorem 1's public quantities) and ``num_rows`` (the size of the public
+    training mask) are public. ``grad_norm``, ``iterations`` and ``converged`` are solver
+    diagnostics computed from the private objective: they are **not** covered by the guarantee
+    (each is a function of the private graph without noise).
+
+    **What a copy holds.** The diagnostics exist only on the object :meth:`PerturbedAPPRConv.fit`
+    returned, for a local check right after the fit. ``pickle``, ``torch.save`` and
+    ``copy.deepcopy`` of a fit (alone, in a :class:`~pyg_private.models.GCONResult`, or as the
+    layer's ``last_fit``) keep the public fields and set the three diagnostics to ``None``, so a
+    saved model or result never carries them (the released quantity is the weight alone).
     """
 
     calibration: ObjectivePerturbationCalibration
-    grad_norm: float
-    iterations: int
-    converged: bool
+    grad_norm: Optional[float]
+    iterations: Optional[int]
+    converged: Optional[bool]
     num_rows: int
+
+    def __getstate__(self) -> dict[str, Any]:  # pickle, torch.save and deepcopy: the public fields only
+        state = self.__dict__.copy()
+        state.update(dict.fromkeys(_DIAGNOSTICS))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
 
 class PerturbedAPPRConv(SparsePropagation):
@@ -113,6 +131,14 @@ class PerturbedAPPRConv(SparsePropagation):
     block (Eq. 16): each node's prediction then uses only its own edges. That argument is
     **outside formal DP**: releasing many nodes' predictions to one party leaks their
     edges; it holds only when each node sees its own prediction alone.
+
+    **Saving and copying.** ``state_dict()`` holds the released head ``weight`` alone. ``pickle`` and
+    ``torch.save(layer)`` keep the head, the settings and ``last_fit`` without its solver diagnostics
+    (see :class:`GCONFit`), never the cached propagation: it holds the features, the private graph and
+    the noise-free :math:`\mathbf{Z}`, and a reloaded layer recomputes it when ``mode="public"`` needs
+    it (deterministic, no charge). ``copy.deepcopy`` (the ``best = copy.deepcopy(model)`` pattern in one
+    process) shares the accountant and *shares* the cached propagation with the original instead of
+    duplicating it; a pickle of the copy drops it likewise.
 
     Args:
         in_channels (int): width :math:`d_1` of the (encoded, unit-ball) features.
@@ -368,8 +394,19 @@ class PerturbedAPPRConv(SparsePropagation):
             memo.setdefault(id(self.accountant), self.accountant)
         new = type(self).__new__(type(self))
         memo[id(self)] = new
-        new.__setstate__(copy.deepcopy(torch.nn.Module.__getstate__(self), memo))
+        state = torch.nn.Module.__getstate__(self).copy()
+        cache = state.pop("_cache", None)  # (x, graph, Z): shared with the copy, never duplicated
+        new.__setstate__(copy.deepcopy(state, memo))
+        new._cache = cache
         return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickle / torch.save(module): the released head and the public settings only. The cached
+        # propagation holds the features, the private graph and the noise-free Z (recomputed when
+        # needed, at no privacy cost); `last_fit` pickles without its diagnostics (see GCONFit)
+        state = super().__getstate__().copy()
+        state["_cache"] = None
+        return state
 
     def __prepare_scriptable__(self) -> Any:
         raise RuntimeError(

@@ -65,18 +65,18 @@ class PrecomputedPropagation(nn.Module):
     DP-SGD) and frozen **before** the release: an input that requires grad is refused in
     training mode, since every update of the encoder would be a new release.
 
-    **Caching, copies and saving.** The release lives in the layer (``cached=True``, the
-    default of the private layers; ``cached=False`` is refused here): it survives
-    ``copy.deepcopy`` (the copy shares the accountant), ``pickle`` / ``torch.save`` and
-    ``state_dict`` (as the layer's ``_extra_state``), so a reloaded model does not spend
-    budget again. A saved state never holds the private graph: a reloaded release is reused
-    for the first graph it is called with (see the layer's documentation), so call
-    :meth:`clear_release` before using a loaded model on a different graph. On top of the
-    layer's cache this module keeps a reference to the last output for the very same
-    tensors (same objects, not modified in place), so a training epoch does not even re-check
-    the graph. :meth:`reset_parameters` re-initialises the **head only**: the release is paid
-    data, not a parameter; :meth:`clear_release` forgets it (the next forward is a new,
-    charged release).
+    **Caching, copies and saving.** The release lives in the layer (``cached=True``, the default of the private
+    layers; ``cached=False`` is refused here): it survives ``copy.deepcopy`` (the copy shares the accountant),
+    ``pickle`` / ``torch.save`` and ``state_dict`` (as the layer's ``_extra_state``), so a reloaded model does
+    not spend budget again. A saved state never holds the private graph: a reloaded release is reused for the
+    first graph it is called with (see the layer's documentation), so call :meth:`clear_release` before using a
+    loaded model on a different graph. On top of the layer's cache this module keeps a reference to the last
+    output for the very same tensors (same objects, not modified in place), so a training epoch does not even
+    re-check the graph; that reference (and the head input :math:`[\mathbf{X} \| \mathbf{Z}]`, which holds the
+    caller's features) lives in memory only: ``copy.deepcopy``, ``pickle``, ``torch.save`` and ``state_dict``
+    never carry it (a copy answers from the layer's cache). :meth:`reset_parameters` re-initialises the **head
+    only**: the release is paid data, not a parameter; :meth:`clear_release` forgets it (the next forward is a
+    new, charged release).
 
     Args:
         propagation (torch.nn.Module): the private propagation, called as
@@ -188,7 +188,9 @@ class PrecomputedPropagation(nn.Module):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_last"] = None  # weak references do not pickle; the release itself lives in the layer
+        # weak references do not pickle, and the head input holds the caller's x: pickle, torch.save
+        # and deepcopy (which goes through here) start without it; the release itself lives in the layer
+        state["_last"] = None
         return state
 
     def extra_repr(self) -> str:
