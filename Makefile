@@ -3,17 +3,36 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-# The CPU build of torch is installed pinned *first*; otherwise pip resolves the newest
-# torch (with several GB of CUDA packages) for torch-geometric and opacus.
+# torch is installed pinned *first* (otherwise pip resolves the newest torch for torch-geometric and
+# opacus), by .ci/install_torch.py: on a machine with an NVIDIA GPU the build pip's configuration
+# gives (PyPI's CUDA build on Linux); without one the CPU build: pip's own choice where that is a CPU
+# build already, else torch alone from TORCH_CPU_INDEX (empty: never), else PyPI's CUDA build with a
+# warning (several GB; it runs on the CPU too).
 TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+NATIVE_SOURCES := pyg_private/mechanisms/_first_pass_native.c pyg_private/mechanisms/_grid_step_native.c \
+	pyg_private/utils/_csr_product_native.c pyg_private/utils/_graph_check_native.c
 STAMP := $(VENV)/.pyg-private-installed
+# Extra arguments for pytest in every test target, e.g. `make test PYTEST_ARGS="-n 0 tests/utils"`.
+PYTEST_ARGS ?=
 
-.PHONY: install demo test sparse benchmarks clean
+# The compatibility configuration: the lower bounds that setup.cfg declares (python_requires, torch,
+# torch-geometric), in a venv of its own, the package with `.[test]` only (no matplotlib). Skipped,
+# with the reason, where no Python $(COMPAT_PYTHON_VERSION) is found (.ci/find_python.sh also looks
+# in pyenv's versions).
+COMPAT_PYTHON_VERSION ?= 3.12
+COMPAT_PYTHON ?= python$(COMPAT_PYTHON_VERSION)
+COMPAT_TORCH ?= 2.8.0
+COMPAT_PYG ?= 2.7.0
+COMPAT_VENV ?= .venv-compat
+COMPAT_PY := $(COMPAT_VENV)/bin/python
+COMPAT_STAMP := $(COMPAT_VENV)/.pyg-private-installed-py$(COMPAT_PYTHON_VERSION)-torch$(COMPAT_TORCH)-pyg$(COMPAT_PYG)
 
-$(STAMP): setup.cfg setup.py pyproject.toml pyg_private/mechanisms/_first_pass_native.c pyg_private/mechanisms/_grid_step_native.c \
-		pyg_private/utils/_csr_product_native.c pyg_private/utils/_graph_check_native.c
+.PHONY: install demo test test-no-native test-compat sparse benchmarks clean
+
+$(STAMP): setup.cfg setup.py pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install "torch==$(TORCH_VERSION)"
+	$(PY) .ci/install_torch.py $(TORCH_VERSION) --cpu-index "$(TORCH_CPU_INDEX)"
 	$(PIP) install -e ".[test,plots]"
 	touch $(STAMP)
 
@@ -23,11 +42,34 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The suite with the C extensions ignored (PYG_PRIVATE_NATIVE=0): the torch paths a machine without
+# a C compiler takes.
+test-no-native: $(STAMP)
+	PYG_PRIVATE_NATIVE=0 $(PY) -m pytest $(PYTEST_ARGS)
+
+# COMPAT_INTERPRETER is the path .ci/find_python.sh found (test-compat passes it on); the stamp names
+# the pins, so that changing one builds the venv anew.
+$(COMPAT_STAMP): setup.cfg setup.py pyproject.toml $(NATIVE_SOURCES)
+	$(COMPAT_INTERPRETER) -m venv --clear $(COMPAT_VENV)
+	$(COMPAT_PY) .ci/install_torch.py $(COMPAT_TORCH) --cpu-index "$(TORCH_CPU_INDEX)"
+	$(COMPAT_PY) -m pip --disable-pip-version-check install "torch-geometric==$(COMPAT_PYG)" -e ".[test]"
+	touch $(COMPAT_STAMP)
+
+test-compat:
+	@py="$$(sh .ci/find_python.sh $(COMPAT_PYTHON_VERSION) $(COMPAT_PYTHON))"; \
+	if [ -z "$$py" ]; then \
+		echo "test-compat: SKIPPED: no Python $(COMPAT_PYTHON_VERSION) here ($(COMPAT_PYTHON) does not run, nor does pyenv have one)"; \
+		exit 0; \
+	fi; \
+	echo "test-compat: Python $(COMPAT_PYTHON_VERSION) ($$py), torch==$(COMPAT_TORCH), torch-geometric==$(COMPAT_PYG), in $(COMPAT_VENV)"; \
+	$(MAKE) --no-print-directory $(COMPAT_STAMP) COMPAT_INTERPRETER="$$py" && \
+	$(COMPAT_PY) -m pytest $(PYTEST_ARGS)
 
 # Optional: torch-scatter / torch-sparse compile from source (5-20 minutes).
 sparse: $(STAMP)
 	$(PIP) install --no-build-isolation -e ".[sparse]"
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis pyg_private/mechanisms/*.so pyg_private/utils/*.so
+	rm -rf $(VENV) $(COMPAT_VENV) build dist *.egg-info .pytest_cache .hypothesis pyg_private/mechanisms/*.so pyg_private/utils/*.so

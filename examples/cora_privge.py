@@ -196,7 +196,7 @@ def plot(rows: list[dict], path: str, name: str = "Cora", paper: bool = True) ->
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        say("matplotlib not installed: no PNG")
+        say("matplotlib not installed: no PNG (pip install 'pyg-private[plots]')")
         return
     tasks = [t for t in ("node", "link") if any(r["task"] == t and math.isfinite(r["epsilon"]) for r in rows)]
     if not tasks:

@@ -16,8 +16,9 @@ Every process loads the whole dataset and keeps its block (rank 0 first, so that
 prepares PyG's cache); a deployment on a graph that does not fit one machine loads only its block:
 its rows of the features and the edges whose first id lies in the block, with global ids.
 
-Launch, one machine, two processes (gloo on CPU; nccl with one GPU per process when CUDA is there;
-``--standalone`` picks a free port for the rendezvous)::
+Launch, one machine, two processes (nccl when CUDA has a GPU for each of the machine's processes,
+gloo on the CPU otherwise, e.g. two processes on a one-GPU machine; ``--standalone`` picks a free
+port for the rendezvous)::
 
     torchrun --standalone --nproc_per_node 2 examples/distributed_caribou.py --quick
 
@@ -70,7 +71,10 @@ def main() -> None:
     if args.quick:
         args.K, args.epochs = 2, 100
 
-    cuda = torch.cuda.is_available()
+    # one GPU per process of this machine, or none: NCCL does not take two processes on one GPU, and
+    # rank 1 of two has no device cuda:1 on a one-GPU machine
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() >= local_world and dist.is_nccl_available()
     dist.init_process_group("nccl" if cuda else "gloo")
     try:
         run(parser, args, cuda)

@@ -14,6 +14,16 @@ from torch_geometric.data import Data
 from torch_geometric.utils import stochastic_blockmodel_graph, to_undirected
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: matplotlib is the optional ``plots`` extra: without it the examples print a notice instead of a PNG.
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+def plotted(out: str, png: Path) -> bool:
+    """Whether the example drew its figure: the PNG where matplotlib is installed, and where it is
+    not (``pip install -e .[test]`` without ``plots``), the notice in ``out`` and no file."""
+    if HAS_MATPLOTLIB:
+        return png.is_file()
+    return "matplotlib not installed: no PNG" in out and not png.exists()
 
 
 def shared_data() -> Path | None:

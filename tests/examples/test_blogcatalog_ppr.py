@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+from conftest import plotted
+
 
 def _rows(path):
     with open(path, newline="") as f:
@@ -17,7 +19,7 @@ def test_smoke_on_blogcatalog(offline, run_example):
     assert [r["method"] for r in rows] == ["NoisyPPRDiffusion", "DP-PushFlowCap"]
     assert all(0.99 <= float(r["spent_epsilon"]) <= 1.0 and r["seeds"] == "5" for r in rows)
     assert all(0.0 <= float(r["ndcg"]) <= 1.0 for r in rows)
-    assert "BlogCatalog: 10312 nodes, 333983 edges" in out and (out_dir / "blogcatalog_ppr_smoke.png").is_file()
+    assert "BlogCatalog: 10312 nodes, 333983 edges" in out and plotted(out, out_dir / "blogcatalog_ppr_smoke.png")
 
 
 def test_smoke_on_an_unseen_graph_with_edge_flipping(odd, run_example):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+from conftest import plotted
 
 
 def _rows(path):
@@ -13,14 +14,14 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
-def _check(out_dir, stem, dataset):
+def _check(out, out_dir, stem, dataset):
     rows = _rows(out_dir / f"{stem}_caribou_smoke.csv")
     assert [r["method"] for r in rows] == ["CARIBOU", "GAP", "MLP", "ProGAP"]
     assert all(r["dataset"] == dataset and r["epsilon"] == "1.0" and r["min_degree"] == "0" for r in rows)
     spent = [float(r["epsilon_spent"]) for r in rows]
     assert 0.99 <= spent[0] <= 1.0 and 0.99 <= spent[1] <= 1.0 and spent[2] == 0.0 and 0.99 <= spent[3] <= 1.0  # the MLP reads no edge
     assert all(0.0 <= float(r["test_mean"]) <= 100.0 for r in rows)
-    assert (out_dir / f"{stem}_caribou_smoke.png").is_file()
+    assert plotted(out, out_dir / f"{stem}_caribou_smoke.png")
 
 
 def test_smoke_on_cora(offline, run_example):
@@ -28,13 +29,13 @@ def test_smoke_on_cora(offline, run_example):
     out, err, out_dir = run_example("cora_caribou", "--smoke")
     assert "Cora: 2708 nodes" in out and "\r" not in out  # progress bars stay on stderr
     assert "Cora eps x method" in err and "3/3" in err  # the outermost bar, kept in a log
-    _check(out_dir, "cora", "Cora")
+    _check(out, out_dir, "cora", "Cora")
 
 
 def test_smoke_on_an_unseen_graph(odd, run_example):
     out, _, out_dir = run_example("cora_caribou", "--smoke", "--dataset", odd)
     assert "Odd: 90 nodes" in out and "declared {'min_degree': 0}" in out
-    _check(out_dir, "odd", "Odd")
+    _check(out, out_dir, "odd", "Odd")
 
 
 def test_interrupted_run_keeps_finished_rows(odd, run_example, monkeypatch, tmp_path):

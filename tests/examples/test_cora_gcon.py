@@ -6,29 +6,31 @@ from __future__ import annotations
 import csv
 import math
 
+from conftest import plotted
+
 
 def _rows(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
-def _check(out_dir, stem):
+def _check(out, out_dir, stem):
     rows = _rows(out_dir / f"{stem}_gcon_smoke.csv")
     assert [r["method"] for r in rows] == ["GCN (non-private)", "MLP", "GCON", "GAP"]
     assert math.isinf(float(rows[0]["epsilon"])) and rows[2]["epsilon"] == rows[3]["epsilon"] == "1.0"
     assert 0.0 < float(rows[2]["epsilon_spent"]) <= 1.0 and 0.99 <= float(rows[3]["epsilon_spent"]) <= 1.0
     assert all(0.0 <= float(r["test_mean"]) <= 100.0 for r in rows)
-    assert (out_dir / f"{stem}_gcon_smoke.png").is_file()
+    assert plotted(out, out_dir / f"{stem}_gcon_smoke.png")
 
 
 def test_smoke_on_cora(offline, run_example):
     offline("Planetoid/Cora/raw")
     out, _, out_dir = run_example("cora_gcon", "--smoke")
     assert "split 140 / 500 / 1000" in out and "\r" not in out
-    _check(out_dir, "cora")
+    _check(out, out_dir, "cora")
 
 
 def test_smoke_on_an_unseen_graph(odd, run_example):
     out, _, out_dir = run_example("cora_gcon", "--smoke", "--dataset", odd)
     assert "split 60 / 10 / 20" in out  # 20 per class, then rest // 3 and the rest, capped at 1000
-    _check(out_dir, "odd")
+    _check(out, out_dir, "odd")

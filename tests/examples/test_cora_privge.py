@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 
+from conftest import plotted
+
 
 def _rows(path):
     with open(path, newline="") as f:
@@ -17,7 +19,7 @@ def test_smoke_on_cora(offline, run_example):
     assert [(r["task"], r["mechanism"], r["epsilon"]) for r in rows] == [("node", "HDS", "1.0"), ("link", "HDS", "1.0")]
     assert all(float(r["epsilon_spent_per_node"]) == 1.0 for r in rows)  # every node charged exactly epsilon
     assert rows[1]["paper_mean"] == "82.4"  # the paper's Table 2 is printed for Cora
-    assert "HDS (paper)" in out and (out_dir / "cora_privge_smoke.png").is_file()
+    assert "HDS (paper)" in out and plotted(out, out_dir / "cora_privge_smoke.png")
 
 
 def test_smoke_on_an_unseen_graph(odd, run_example):
