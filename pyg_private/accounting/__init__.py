@@ -4,7 +4,7 @@ from .budget_calibration import largest_affordable_epsilon
 from .calibration import calibrate_noise
 from .composition import Composition, compose
 from .conversion import rdp_to_dp
-from .errors import PrivacyBudgetExceeded, UntrackedPrivacyWarning
+from .errors import LedgerProcessError, PrivacyBudgetExceeded, UntrackedPrivacyWarning
 from .events import PrivacyEvent
 from .gdp import gdp_delta, gdp_epsilon, gdp_mu, gdp_rdp
 from .laplace import laplace_rdp, laplace_rdp_ratio
@@ -27,6 +27,7 @@ from .opacus_bridge import (
     make_private_with_epsilon,
 )
 from .parallel import ParallelScope
+from .persistent_ledger import PersistentPrivacyAccountant
 from .orders import DEFAULT_ORDERS, check_orders
 from .contractive import (
     contraction_factor,
@@ -72,6 +73,8 @@ __all__ = [
     "ParallelScope",
     # the accountant
     "PrivacyAccountant",
+    "PersistentPrivacyAccountant",
+    "LedgerProcessError",
     "PrivacyBudgetExceeded",
     "UntrackedPrivacyWarning",
     "AccountantReport",

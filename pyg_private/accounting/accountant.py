@@ -21,7 +21,11 @@ Guarantees this class keeps:
   appending happen under one lock, so concurrent releases can neither overrun a budget nor
   lose an event (queries take the same lock and see a consistent ledger);
 * releases on disjoint parts of the data compose in parallel when, and only when, the caller
-  says so (:meth:`PrivacyAccountant.parallel`): a group costs the maximum over its parts.
+  says so (:meth:`PrivacyAccountant.parallel`): a group costs the maximum over its parts;
+* the ledger belongs to one process: a copy charged in another process (a forked child, a
+  ``DataLoader`` worker, a spawned process, a ``torch.distributed`` rank other than 0) raises
+  :class:`LedgerProcessError` before any noise (see :meth:`PrivacyAccountant.adopt`); a ledger
+  that every process shares is :class:`~pyg_private.accounting.PersistentPrivacyAccountant`.
 
 The ledger stores consecutive identical events (a DP-SGD run's steps) once with a count, in
 memory and in ``state_dict()``; every event is still checked against the budget one by one
@@ -35,10 +39,11 @@ import threading
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from .composition import Composition
-from .errors import PrivacyBudgetExceeded
+from .errors import LedgerProcessError, PrivacyBudgetExceeded
 from .events import PrivacyEvent
 from .local_ledger import LocalLedger
 from .parallel import ParallelGroup, ParallelScope, active_part, check_group_name, check_part_key, unit_candidates
+from .processes import describe_process, distributed_rank, process_identity
 from .report import AccountantReport
 from .units import Unit, as_unit
 from .validation import check_delta, check_epsilon
@@ -106,6 +111,16 @@ class PrivacyAccountant:
     (:meth:`parallel`). The object is safe to share between threads, and it pickles,
     deep-copies and ``torch.save``\ s with its ledger and its parallel groups (the lock is
     recreated).
+
+    **One process owns the ledger**: the one that built it (the constructor,
+    :meth:`from_state_dict`) or took it over (:meth:`adopt`, :meth:`load_state_dict`). A copy
+    in the same process (``copy.deepcopy``, a pickle round trip) is still owned; a copy in
+    another process (inherited by ``fork``, unpickled by a ``DataLoader`` worker or a spawned
+    process, ``torch.load``-ed in a new run) is not, and :meth:`register` / :meth:`check`
+    raise :class:`LedgerProcessError` there before any noise is drawn, because what it
+    records would never reach the owner. Under ``torch.distributed`` (more than one process)
+    only rank 0 charges an in-memory ledger. To share one ledger between processes, use
+    :class:`~pyg_private.accounting.PersistentPrivacyAccountant` (a file every process opens).
     """
 
     def __init__(self, budget: Mapping[str | Unit, Any] | None = None, *, conversion: str = "balle",
@@ -128,6 +143,66 @@ class PrivacyAccountant:
         self._local = LocalLedger()
         self._groups: dict[str, ParallelGroup] = {}
         self._candidates: dict[Unit, tuple[tuple[Composition, ...], bool]] = {}
+        self._owner: tuple[int, str] | None = process_identity()  # the process whose ledger this is
+        self._any_rank = False  # True: charged on a torch.distributed rank other than 0 on purpose
+
+    # -------------------------------------------------------------- ownership
+    @property
+    def is_owner(self) -> bool:
+        """Whether this process may charge the ledger (see the class docstring)."""
+        return self._ownership_error() is None
+
+    def adopt(self, *, any_rank: bool = False) -> "PrivacyAccountant":
+        """Make this process the ledger's owner, and return the accountant.
+
+        Call it on an accountant restored **on purpose** in another process (a checkpoint
+        ``torch.load``-ed in a new run). Never call it on a copy that a ``DataLoader`` worker,
+        a forked child or a spawned process received implicitly: its releases would be
+        charged to a ledger the parent never sees. :meth:`from_state_dict` and
+        :meth:`load_state_dict` adopt by themselves.
+
+        Args:
+            any_rank (bool, optional): also charge on a ``torch.distributed`` rank other than 0
+                (a subgroup's root that keeps its own ledger). (default: :obj:`False`)
+        """
+        if not isinstance(any_rank, bool):
+            raise TypeError(f"`any_rank` must be True or False; got {any_rank!r}")
+        self._owner = process_identity()
+        self._any_rank = any_rank
+        return self
+
+    def _ownership_error(self) -> LedgerProcessError | None:
+        owner = self.__dict__.get("_owner")
+        if owner != process_identity():
+            whose = ("no known process (it was saved by an older version)" if owner is None
+                     else f"process {owner[0]}")
+            return LedgerProcessError(
+                f"this PrivacyAccountant belongs to {whose}, but a release is being charged to it in "
+                f"{describe_process()}. It is a copy (inherited by fork, or unpickled by a DataLoader worker, a "
+                "spawned process or a new run), and nothing it records would reach the owner's ledger: the "
+                "release is refused before any noise is drawn. Fix: share one ledger between processes with "
+                "PersistentPrivacyAccountant('ledger.sqlite') (workers and ranks open the same file), or make the "
+                "release in the owning process (DataLoader(num_workers=0); apply a noisy transform once, as "
+                "pre_transform= or before the loader, not as transform=). If you restored this accountant here "
+                "on purpose (a checkpoint), call acct.adopt() or rebuild it with PrivacyAccountant.from_state_dict"
+            )
+        rank = None if self.__dict__.get("_any_rank", False) else distributed_rank()
+        if rank:
+            return LedgerProcessError(
+                f"an in-memory PrivacyAccountant is charged on torch.distributed rank {rank}: the job's ledger is "
+                "rank 0's, and a ledger on another rank records releases that the job's report never shows (each "
+                "rank drawing its own release of the same data). The release is refused before any noise is "
+                "drawn. Fix: build the accountant on rank 0 only (`acct if rank == 0 else None`) and release once, "
+                "on rank 0, broadcasting the result (as the layers of pyg_private.distributed do), or share one "
+                "PersistentPrivacyAccountant(path) that every rank opens (ranks on one machine). If this rank keeps "
+                "its own ledger on purpose (the root of a subgroup), call acct.adopt(any_rank=True)"
+            )
+        return None
+
+    def _check_owner(self) -> None:
+        error = self._ownership_error()
+        if error is not None:
+            raise error
 
     # ----------------------------------------------------------------- budget
     @property
@@ -308,6 +383,7 @@ class PrivacyAccountant:
         when the unit has no budget. Raises exactly what :meth:`register` would (with the
         same ``partition``, or the part entered in this thread).
         """
+        self._check_owner()
         target = self._resolve_partition(partition)
         with self._lock:
             return self._prospective(event, target)[1]
@@ -326,7 +402,11 @@ class PrivacyAccountant:
                 is unchanged and the caller must not release anything.
             ValueError, TypeError: the event cannot be composed with the ledger, or the
                 parallel group is not open.
+            LedgerProcessError: this process does not own the ledger (a copy in a forked child,
+                a ``DataLoader`` worker, a spawned process; a ``torch.distributed`` rank other
+                than 0): nothing is recorded and the caller must not release anything.
         """
+        self._check_owner()  # before the lock: an inherited lock may be held by a thread that is gone
         target = self._resolve_partition(partition)
         with self._lock:
             change, _ = self._prospective(event, target)
@@ -618,7 +698,8 @@ class PrivacyAccountant:
         return acct
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Replace this accountant's ledger by ``state`` (all-or-nothing)."""
+        """Replace this accountant's ledger by ``state`` (all-or-nothing); this process becomes
+        its owner."""
         self._adopt(PrivacyAccountant.from_state_dict(state))
 
     def _adopt(self, other: "PrivacyAccountant") -> None:
@@ -644,7 +725,9 @@ class PrivacyAccountant:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        # the owner travels with the copy: unpickled in the process that pickled it (a deep copy,
+        # a round trip) it is still owned, anywhere else it is not until adopted
+        self.__dict__.update({"_owner": None, "_any_rank": False, **state})
         self._lock = threading.RLock()
 
     def _replay(self, runs: Iterable[_Run]) -> None:
@@ -670,8 +753,10 @@ class PrivacyAccountant:
             budget = ", ".join(f"{u.value}={b}" for u, b in self._budget.items())
             n = self._num_events
             groups = len(self._groups)
+        owner = self.__dict__.get("_owner")
+        foreign = "" if owner == process_identity() else f", copy of process {(owner or ('?',))[0]}"
         return (f"PrivacyAccountant(events={n}" + (f", budget={{{budget}}}" if budget else "")
-                + (f", parallel_groups={groups}" if groups else "") + ")")
+                + (f", parallel_groups={groups}" if groups else "") + foreign + ")")
 
 
 def _group_events(runs: Iterable[_Run]) -> list[dict[str, Any]]:

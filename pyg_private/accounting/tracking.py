@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import UntrackedPrivacyWarning
 from .events import PrivacyEvent
@@ -18,7 +18,8 @@ _warned_objects: "weakref.WeakSet[object]" = weakref.WeakSet()
 _warned_names: set[str] = set()
 
 
-def charge(accountant: "PrivacyAccountant | None", event: PrivacyEvent, owner: object) -> PrivacyEvent:
+def charge(accountant: "PrivacyAccountant | None", event: PrivacyEvent, owner: object, *,
+           claim: Any = None) -> PrivacyEvent:
     """Register ``event`` with ``accountant`` before the owner draws noise.
 
     With no accountant the release still happens, and a :class:`UntrackedPrivacyWarning`
@@ -29,9 +30,16 @@ def charge(accountant: "PrivacyAccountant | None", event: PrivacyEvent, owner: o
     anything is charged (see :func:`~pyg_private.accounting.opacus_checks.check_opacus_model`).
     A release made inside ``with accountant.parallel(...) as part: with part(i):`` is charged
     to part ``i`` (see :meth:`PrivacyAccountant.parallel`).
+
+    ``claim`` (a :class:`~pyg_private.accounting.persistent_ledger.ReleaseClaim` from a re-release guard) goes with
+    the registration to an accountant that records releases across processes
+    (:class:`~pyg_private.accounting.PersistentPrivacyAccountant`): checked and recorded in the same
+    transaction. Other accountants ignore it (the guard then lives in the owner's memory).
     """
     refuse_release_inside_opacus(owner)
     if accountant is not None:
+        if claim is not None and getattr(accountant, "records_releases", False):
+            return accountant.register(event, claim=claim)
         return accountant.register(event)
     try:
         first = owner not in _warned_objects

@@ -19,7 +19,13 @@ the same way for all of them:
 * mark the data (which nodes were perturbed, by which mechanism), refuse to perturb a
   node twice unless ``allow_recompose=True`` (then it is charged again), and remember a
   fingerprint of every input it released so that re-perturbing the *same raw features*
-  (the ``transform=`` pitfall) is detected too.
+  (the ``transform=`` pitfall) is detected too;
+* across processes (``DataLoader(num_workers=...)`` workers, forked or spawned children):
+  with a :class:`~pyg_private.accounting.PersistentPrivacyAccountant` the fingerprints are kept
+  in the ledger's file and checked in the transaction that charges the release, so every copy
+  of the transform refuses what any copy released; otherwise a copy in another process refuses
+  to release (:class:`~pyg_private.accounting.LedgerProcessError`, before any noise; see
+  :mod:`pyg_private.transforms._shared_ledger`).
 """
 from __future__ import annotations
 
@@ -421,20 +427,26 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
                 "(pass allow_recompose=True to do it and be charged again)"
             )
         crc = self._scan(x, ids, rng, rows)
-        key = self._released.digest(self.attr, tuple(x.shape), str(x.dtype), crc)
+        if not self.allow_recompose:
+            self._check_release_process()  # a copy in another process cannot see what was released
+        parts = (self.attr, tuple(x.shape), str(x.dtype), crc)
+        key = self._released.digest(*parts)
         seen = self._released.get(key)
+        refusal = (
+            f"{type(self).__name__} has already released these exact raw features (`{self.attr}`, same content) "
+            "for {count} of these nodes. A second release draws fresh noise and costs epsilon again; averaging the "
+            "releases removes the noise. This is what happens when a noisy transform is a dataset's `transform=` "
+            "(it runs at every access): use it as `pre_transform=` or call it once. Pass allow_recompose=True to "
+            "release again and be charged again."
+        )
         if seen is not None and bool((seen.to(device) & new_mask).any()) and not self.allow_recompose:
-            raise ValueError(
-                f"{type(self).__name__} has already released these exact raw features (`{self.attr}`, same content) "
-                f"for {int((seen.to(device) & new_mask).sum())} of these nodes. A second release draws fresh noise "
-                "and costs epsilon again; averaging the releases removes the noise. This is what happens when a "
-                "noisy transform is a dataset's `transform=` (it runs at every access): use it as `pre_transform=` "
-                "or call it once. Pass allow_recompose=True to release again and be charged again."
-            )
+            raise ValueError(refusal.format(count=int((seen.to(device) & new_mask).sum())))
 
         users, num_users = self._ledger_ids(data, n, ids)
         secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else False
-        charge(self.accountant, self._event(num_users, d, users), self)  # budget enforced before any noise
+        # with a shared ledger the guard's fingerprint is checked and recorded in the charge's transaction
+        claim = self._release_claim(parts, new_mask.cpu().numpy(), refusal)
+        charge(self.accountant, self._event(num_users, d, users), self, claim=claim)  # budget enforced before noise
         source = None if self.sampler == "float" else RandomSource(device, generator=self.generator, secure=secure)
 
         if ids is not None:
