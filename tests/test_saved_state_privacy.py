@@ -585,13 +585,27 @@ def run_scenario(name: str) -> Case:
 
 # ----------------------------------------------------------------------------- the coverage
 #: Public classes that hold no data of a release, with the reason (no scenario needed).
+@scenario
+def persistent_ledger() -> Case:
+    import os
+    import tempfile
+    acct = accounting.PersistentPrivacyAccountant(os.path.join(tempfile.mkdtemp(), "ledger.sqlite"),
+                                                  budget={"local": 10.0})
+    t = transforms.LaplaceFeaturePerturb(1.0, (0.0, 1.0), accountant=acct, clamp=True, generator=_gen())
+    t(Data(x=X, num_nodes=N))
+    return Case({"transform": t, "accountant": acct, "report": acct.report(), "state": acct.state_dict()}, [])
+
+
 HOLDS_NO_DATA = {
     # exceptions and warnings: a message with public costs and settings
     "pyg_private.accounting.PrivacyBudgetExceeded": "an error message (public costs)",
+    "pyg_private.accounting.LedgerProcessError": "an error message (process ids and ranks)",
     "pyg_private.accounting.UntrackedPrivacyWarning": "a warning message (public costs)",
     "pyg_private.accounting.ReleaseInsideDPSGDError": "an error message",
     # an enum of the units
     "pyg_private.accounting.Unit": "an enum",
+    # a mixin of two Lightning hooks: what it writes is the accountant's state_dict (public costs)
+    "pyg_private.models.AccountantCheckpoint": "a mixin (writes the ledger, public costs)",
 }
 
 

@@ -92,8 +92,8 @@ def split_budget(epsilon: float, delta: float, share: float = CLOSENESS_SHARE) -
     delta_c = share * math.exp(-eps) * dlt
     if not delta_c > 0:
         raise ValueError(f"`epsilon`={eps!r} is too large for the safe fit's budget split: its closeness share of "
-                         f"delta, {share!r} * exp(-epsilon) * delta, underflows to 0 (epsilon above about 700). "
-                         "Use a smaller epsilon, or sampler='float' for a near noise-free reference")
+                         f"delta, {share!r} * exp(-epsilon) * delta, underflows to 0 (epsilon above about 700, where "
+                         "the guarantee protects nothing). Use a smaller epsilon")
     eps_o = eps - 2.0 * eps_c
     # delta_c (1 + e^(eps_o + eps_c)) written without overflow: delta_c e^(eps_o + eps_c) = s delta e^(eps_o + eps_c - eps)
     delta_o = (dlt - delta_c - share * dlt * math.exp(eps_o + eps_c - eps)) * math.exp(-eps_c)

@@ -5,9 +5,10 @@ from .laplace import LaplaceMechanism
 from .objective_noise import sample_objective_noise
 
 from .randomness import RandomSource, get_secure_mode, secure_mode, set_secure_mode
+from .sampler_options import FloatSamplerWarning
 
 __all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges", "sample_objective_noise",
-           "RandomSource", "set_secure_mode", "get_secure_mode", "secure_mode"]
+           "RandomSource", "set_secure_mode", "get_secure_mode", "secure_mode", "FloatSamplerWarning"]
 
 # local-DP feature randomizers (PrivGE, issue 6): pure samplers and moments
 from . import ldp_baselines, square_wave  # noqa: E402

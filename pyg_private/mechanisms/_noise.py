@@ -10,14 +10,22 @@ audits and comparisons. They are **open to floating-point attacks** (Mironov 201
 
 A seeded ``torch.Generator`` makes experiments reproducible and **voids the privacy
 guarantee** (whoever knows the seed can subtract the noise).
+
+**Never torch's global generator.** Without a ``generator`` every draw comes from a private
+generator seeded from :func:`os.urandom` (:func:`float_generator`), fresh for each draw: after the
+usual ``torch.manual_seed(0)`` of a training script, anyone who knows the seed could otherwise
+recompute the noise and recover the query exactly.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["laplace_noise", "two_laplace_noise", "gaussian_noise", "check_generator", "TwoLaplaceStream"]
+__all__ = ["laplace_noise", "two_laplace_noise", "gaussian_noise", "check_generator", "float_generator",
+           "TwoLaplaceStream"]
 
 
 def check_generator(generator: torch.Generator | None, device: torch.device) -> None:
@@ -28,10 +36,21 @@ def check_generator(generator: torch.Generator | None, device: torch.device) -> 
         )
 
 
+def float_generator(generator: torch.Generator | None, device: torch.device | str) -> torch.Generator:
+    """``generator`` when one is given (reproducible; voids the guarantee), else a new private
+    generator on ``device`` seeded with 63 bits from :func:`os.urandom`: the float samplers never
+    draw from torch's global generator, which scripts seed with a known value."""
+    device = torch.device(device)
+    check_generator(generator, device)
+    if generator is not None:
+        return generator
+    return torch.Generator(device).manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+
+
 def laplace_noise(shape: torch.Size | tuple[int, ...], scale: float, *, device: torch.device,
                   generator: torch.Generator | None = None) -> Tensor:
     """i.i.d. Laplace(0, ``scale``) in float64, as the difference of two Exp(1) draws."""
-    check_generator(generator, device)
+    generator = float_generator(generator, device)
     e = torch.empty((2, *shape), dtype=torch.float64, device=device).exponential_(1.0, generator=generator)
     return (e[0] - e[1]) * scale
 
@@ -39,7 +58,7 @@ def laplace_noise(shape: torch.Size | tuple[int, ...], scale: float, *, device: 
 def gaussian_noise(shape: torch.Size | tuple[int, ...], std: float, *, device: torch.device,
                    generator: torch.Generator | None = None) -> Tensor:
     """i.i.d. N(0, ``std``^2) in float64."""
-    check_generator(generator, device)
+    generator = float_generator(generator, device)
     return torch.randn(shape, dtype=torch.float64, device=device, generator=generator) * std
 
 
@@ -51,7 +70,7 @@ def two_laplace_noise(shape: torch.Size | tuple[int, ...], scale: float, *, devi
     each Laplace is a difference of two Exp(1) draws, ``Exp = -log u``, so the sum is
     ``(E1 + E3) - (E2 + E4)``. Four uniforms and one logarithm per entry.
     """
-    check_generator(generator, device)
+    generator = float_generator(generator, device)
     u = torch.rand((4, *shape), dtype=torch.float64, device=device, generator=generator)
     u = 1.0 - u  # (0, 1]: log never sees 0
     return torch.log((u[2] * u[3]) / (u[0] * u[1])).mul_(scale)
@@ -67,7 +86,8 @@ class TwoLaplaceStream:
     four uniforms. On the CPU the uniforms come from NumPy's PCG64 generator written in
     place (about 4x faster than ``torch.rand`` here), seeded from ``generator`` when one
     is given (reproducible) and from operating-system entropy otherwise; on other
-    devices ``torch.Tensor.uniform_`` is used.
+    devices ``torch.Tensor.uniform_`` is used, on ``generator`` or a private generator
+    seeded from the OS (:func:`float_generator`).
 
     :meth:`sample` returns the **same** output tensor at every call, overwritten: the
     caller must consume it (e.g. ``s.add_(stream.sample())``) before the next call.
@@ -90,6 +110,7 @@ class TwoLaplaceStream:
             self._w = torch.from_numpy(self._u_np)
         else:
             self._rng = None
+            self._generator = float_generator(generator, device)  # never torch's global generator
             self._w = torch.empty((2, *self.shape), dtype=torch.float64, device=device)
         self._mag = torch.empty_like(self._w)
         self._out = torch.empty(self.shape, dtype=torch.float64, device=device)

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, as_unit, charge
 from ..accounting.validation import check_non_negative
+from ._noise import check_generator
 from .exact_integer_noise import RoundedNoiseSampler
 from .grid import (
     DEFAULT_GRID_TOLERANCE,
@@ -106,19 +107,28 @@ class OutputPerturbation(ABC):
         return self._event(sens, scale, params)
 
     def __call__(self, value: Tensor | float) -> Tensor:
-        """Charge one release (before any noise is drawn), then return ``value`` plus noise."""
+        """Charge one release (before any noise is drawn), then return ``value`` plus noise.
+
+        Everything that can fail (validation, the grid, the random source, the rounded query, the
+        noise buffer and the sampler's workspace) happens before the charge; after it only the noise
+        is drawn into buffers that exist already."""
         query, out_dtype = as_query(value)
         dim = query.numel()
         g, sens, scale = self.plan(dim)
         secure = resolve_secure_mode(self.secure_mode, self.generator) if g is not None else False
         params = {} if g is None else {"granularity": g, "query_sensitivity": self.sensitivity, "dim": int(dim)}
         params["sampler"] = self.sampler
-        sampler = None if g is None else RoundedNoiseSampler(self.noise_kind, scale / g)  # may raise: not charged
-        charge(self.accountant, self._event(sens, scale, params), self)
-        if sampler is None:
+        event = self._event(sens, scale, params)
+        if g is None:
+            check_generator(self.generator, query.device)
+            charge(self.accountant, event, self)
             return (query + self._float_noise(query.shape, query.device)).to(out_dtype)
-        self.granularity = g
+        sampler = RoundedNoiseSampler(self.noise_kind, scale / g)  # may raise: not charged
         source = RandomSource(query.device, generator=self.generator, secure=secure)
         steps = round_to_grid(query, g).reshape(-1)
-        noise = sampler.sample(dim, source)
+        noise = torch.empty(dim, dtype=torch.int64, device=query.device)
+        sampler.reserve(dim, query.device)
+        charge(self.accountant, event, self)
+        self.granularity = g
+        sampler.sample(dim, source, out=noise)
         return from_grid(steps.add_(noise), g, out_dtype).reshape(query.shape)

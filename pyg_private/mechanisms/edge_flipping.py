@@ -57,6 +57,7 @@ import torch
 from torch import Tensor
 
 from ..utils.graph_validation import check_edge_index
+from ._noise import float_generator
 from .exact_integer_noise import _mp
 from .randomness import WORD_BITS, RandomSource, resolve_secure_mode
 from .sampler_options import Sampler, check_sampler_options
@@ -230,6 +231,7 @@ def _bernoulli_positions(total: int, prob: float, *, generator: torch.Generator 
                          device: torch.device) -> Tensor:
     """The float sampler's positions: geometric gaps by the floating-point inverse CDF."""
     log_stay = math.log1p(-prob) if prob < 1.0 else -math.inf
+    generator = float_generator(generator, device)  # never torch's global generator
 
     def gaps(m: int) -> Tensor:
         u = 1.0 - torch.rand(m, dtype=torch.float64, generator=generator, device=device)  # (0, 1]

@@ -74,8 +74,8 @@ import torch
 from torch import Tensor
 
 from .._native import load_native
-from ._workspace import borrow
-from .randomness import WORD_BITS, RandomSource, run_staged, run_tasks
+from ._workspace import borrow, reserve
+from .randomness import WORD_BITS, RandomSource, _workers, run_staged, run_tasks
 
 # the fused first pass in C, and fused with the grid step (optional: built at installation where a
 # C compiler exists)
@@ -106,6 +106,23 @@ _FLOAT_MARGIN = 2.0 ** -44
 _GRID_SIMD = True
 _CHUNK = 1 << 16  # samples per vectorised pass (2^15 to 2^17 measured; 2^16 the fastest)
 _TASK = 1 << 19  # samples per task of one thread, with its own random stream
+
+
+def _pool_size(n: int) -> int:
+    """Entries of the scratch set of a task of ``n`` samples: the power of two at least ``n``, at most one
+    chunk (the pool then holds a few sizes only, and :meth:`RoundedNoiseSampler.reserve` knows them)."""
+    return min(_CHUNK, 1 << max(0, int(n) - 1).bit_length())
+
+
+def _sample_scratch(size: int, device: torch.device) -> Callable[[], list[Tensor]]:
+    """The factory of one scratch set of :meth:`RoundedNoiseSampler._sample_task`."""
+    return lambda: [torch.empty(size, dtype=torch.int64, device=device) for _ in range(5)] + \
+        [torch.empty(size, dtype=torch.bool, device=device)]
+
+
+def _grid_scratch(size: int, per: int) -> Callable[[], list[Tensor]]:
+    """The factory of one scratch set of :meth:`RoundedNoiseSampler._grid_pass` (CPU)."""
+    return lambda: [torch.empty(size, dtype=torch.int64) for _ in range(2 + per)]
 
 
 def _mp(prec: int = _PREC):
@@ -523,9 +540,36 @@ class RoundedNoiseSampler:
 
     def _fused(self, values: Tensor, g: float) -> bool:
         """Whether the fused C pass takes ``values`` on the grid ``g``."""
+        return self._fused_for(values.device, values.dtype, g) and values.is_contiguous()
+
+    def _fused_for(self, device: torch.device, dtype: torch.dtype, g: float) -> bool:
+        """Whether the fused C pass takes contiguous values of ``dtype`` on ``device`` on the grid ``g``."""
         return (self.native and _native_grid is not None and self._t.words_per_sample <= 2
-                and values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64)
-                and values.is_contiguous() and 2.0 ** -100 <= g <= 2.0 ** 100)
+                and torch.device(device).type == "cpu" and dtype in (torch.float32, torch.float64)
+                and 2.0 ** -100 <= g <= 2.0 ** 100)
+
+    def reserve(self, n: int, device: torch.device | str, *, dtype: Optional[torch.dtype] = None,
+                granularity: Optional[float] = None, concurrent: int = 1) -> None:
+        """Make, **before** the release is charged, the scratch sets that drawing ``n`` samples on
+        ``device`` will borrow: for :meth:`sample`, or with ``dtype`` and ``granularity`` for the grid
+        release :meth:`add_to_grid_` / :meth:`add_to_grid_staged_` of ``n`` contiguous values of that
+        dtype; ``concurrent`` such draws at once (row blocks on worker threads). After it, the draws
+        take their buffers from the pool (:mod:`~pyg_private.mechanisms._workspace`) and allocate
+        none: an allocation failure raises here, before anything is charged."""
+        n, device = int(n), torch.device(device)
+        grid = dtype is not None and granularity is not None and self._fused_for(device, dtype, granularity)
+        tasks = max(1, -(-n // _TASK))
+        sizes = {}  # pool size -> number of tasks of that size
+        for t in range(tasks):
+            size = _pool_size(min(_TASK, n - t * _TASK) if n else 0)
+            sizes[size] = sizes.get(size, 0) + 1
+        for size, count in sizes.items():
+            need = min(count, max(1, _workers(tasks, device))) * max(1, int(concurrent))
+            if grid:
+                per = self._t.words_per_sample
+                reserve(("exact_integer_noise_grid", per, size), _grid_scratch(size, per), need)
+            else:
+                reserve(("exact_integer_noise", device, size), _sample_scratch(size, device), need)
 
     @staticmethod
     def _run_tasks(n: int, source: RandomSource, task: Callable[[int, int, RandomSource], None]) -> None:
@@ -549,14 +593,9 @@ class RoundedNoiseSampler:
         slot_shift = WORD_BITS - t.slot_bits
         fast = [tables["packed3"]] if "packed3" in tables else [tables["base3"], tables["cheap3"]]
         flagged = []
-        size = min(_CHUNK, n)
-
-        def scratch():
-            return [torch.empty(size, dtype=torch.int64, device=out.device) for _ in range(5)] + \
-                [torch.empty(size, dtype=torch.bool, device=out.device)]
-
+        size = _pool_size(n)
         native = self.native and out.device.type == "cpu" and out.is_contiguous()
-        with borrow(("exact_integer_noise", out.device, size), scratch) as buffers:
+        with borrow(("exact_integer_noise", out.device, size), _sample_scratch(size, out.device)) as buffers:
             for start in range(0, n, _CHUNK):
                 m = min(_CHUNK, n - start)
                 part = [b[:m] for b in buffers]
@@ -586,15 +625,11 @@ class RoundedNoiseSampler:
         n = values.numel()
         tables = t.on(values.device)
         per = t.words_per_sample
-        size = min(_CHUNK, n)
+        size = _pool_size(n)
         flagged = []
         table1, table2 = (tables["packed3"], None) if per == 1 else (tables["base3"], tables["cheap3"])
-
-        def scratch():
-            return [torch.empty(size, dtype=torch.int64) for _ in range(2 + per)]
-
         bits = 64 if values.dtype == torch.float64 else 32
-        with borrow(("exact_integer_noise_grid", per, size), scratch) as (index, kept, *buffers):
+        with borrow(("exact_integer_noise_grid", per, size), _grid_scratch(size, per)) as (index, kept, *buffers):
             for start in range(0, n, _CHUNK):
                 m = min(_CHUNK, n - start)
                 words = [source.words(m, out=b[:m]) for b in buffers]

@@ -109,7 +109,7 @@ import torch
 from torch import Tensor
 
 from ..accounting.validation import check_epsilon
-from ._noise import check_generator, laplace_noise
+from ._noise import check_generator, float_generator, laplace_noise
 from .exact_integer_noise import MAX_SCALE, MIN_SCALE, RoundedNoiseSampler, _mp
 from .grid import check_granularity, from_grid, round_to_grid
 from .randomness import WORD_BITS, RandomSource
@@ -304,7 +304,7 @@ def sample_piecewise(x: Tensor, epsilon: float, *, generator: torch.Generator | 
     prm = piecewise_params(epsilon)
     x = _as_float64(x)
     _check_unit_interval(x)
-    check_generator(generator, x.device)
+    generator = float_generator(generator, x.device)  # never torch's global generator
     eta = torch.rand(x.shape, dtype=torch.float64, device=x.device, generator=generator)
     near = eta < prm.near_probability
     far_p = 1.0 / (1.0 + math.exp(prm.epsilon / 2.0))  # 1 - near_probability without cancellation
@@ -402,7 +402,7 @@ def sample_multibit(x: Tensor, epsilon: float, *, generator: torch.Generator | N
         _check_unit_interval(x)
         return _multibit_grid(x, epsilon, 1, _source(x.device, generator, secure_mode))
     prob = multibit_probability(x, epsilon)
-    check_generator(generator, prob.device)
+    generator = float_generator(generator, prob.device)  # never torch's global generator
     u = torch.rand(prob.shape, dtype=torch.float64, device=prob.device, generator=generator)
     return (u < prob).to(torch.float64).mul_(2.0).sub_(1.0)
 

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from ..accounting.validation import check_positive, check_positive_int
-from ._noise import check_generator
+from ._noise import check_generator, float_generator
 
 __all__ = ["sample_objective_noise"]
 
@@ -69,6 +69,7 @@ def sample_objective_noise(dim: int, num_classes: int, beta: float, generator: t
     check_generator(generator, device)
     if math.isinf(b):
         return torch.zeros((d, c), dtype=dtype, device=device)
+    generator = float_generator(generator, device)  # never torch's global generator
 
     f64 = torch.float64
     radius = torch.empty((d, c), dtype=f64, device=device).exponential_(1.0, generator=generator).sum(dim=0)

@@ -114,7 +114,7 @@ import mpmath
 import torch
 from torch import Tensor
 
-from ._noise import check_generator
+from ._noise import check_generator, float_generator
 from .sampler_options import check_sampler_options
 from .exact_discrete import bernoulli
 from .exact_integer_noise import _mp, exact_bernoulli
@@ -667,7 +667,7 @@ def sample_square_wave(x: Tensor, epsilon: float, *, generator: torch.Generator 
     prm = square_wave_params(epsilon)
     x = _as_float64(x)
     _check_unit_interval(x)
-    check_generator(generator, x.device)
+    generator = float_generator(generator, x.device)  # never torch's global generator
     eta = torch.rand(x.shape, dtype=torch.float64, device=x.device, generator=generator)
     near = eta < prm.near_probability
     far_p = 1.0 / (prm.be + 1.0)  # 1 - P without cancellation
@@ -719,6 +719,8 @@ def sample_k_subsets(num_rows: int, d: int, k: int, *, generator: torch.Generato
         return torch.arange(d, device=device).expand(num_rows, d).contiguous()
     if sampler == "safe" and source is None:
         source = _source(device, generator, secure_mode)
+    elif sampler == "float":
+        generator = float_generator(generator, device)  # never torch's global generator
     sel = torch.empty((num_rows, k), dtype=torch.long, device=device)
     small = k <= 24  # comparing with the earlier picks beats the taken-table up to k ~ 24-32 (measured)
     if not small:

@@ -32,3 +32,7 @@ from .progap import (ProGAPConfig, ProGAPModel, ProGAPResult, progap_noise_multi
                      search_progap)
 
 __all__ += ["ProGAPConfig", "ProGAPResult", "ProGAPModel", "progap_noise_multiplier", "run_progap", "search_progap"]
+from .checkpoint import (AccountantCheckpoint, accountant_checkpoint, accountants_of,  # noqa: E402
+                         restore_accountants)
+
+__all__ += ["AccountantCheckpoint", "accountant_checkpoint", "accountants_of", "restore_accountants"]

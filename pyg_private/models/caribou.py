@@ -60,6 +60,7 @@ from torch_geometric.nn import MLP
 
 from ..accounting import PrivacyAccountant, Unit, calibrate_noise, gdp_event, subsampled_gaussian_event
 from ..accounting.contractive import contraction_factor
+from ..nn._call_checks import reject_sampled_batch
 from ..nn import ContractiveGraphLayer, GAPAggregation
 from ..transforms import l2_row_normalize
 from ..utils import simple_undirected
@@ -275,6 +276,7 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     (``data.y.max() + 1``), which a neighbouring dataset could change if it held the only
     node of the last class and its slot's label were dropped.
     """
+    reject_sampled_batch("run_caribou", data)  # a sampled subgraph is refused with the reason, before anything
     if level not in ("edge", "node"):
         raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
     if level == "node" and config.method == "gap":

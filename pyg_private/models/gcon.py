@@ -31,6 +31,7 @@ from torch_geometric.nn import GCNConv, MLP
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from ..accounting import PrivacyAccountant
+from ..nn._call_checks import reject_sampled_batch
 from ..nn import PerturbedAPPRConv
 from ..nn.perturbed_appr_conv import GCONFit
 from ..transforms import l2_row_normalize
@@ -124,6 +125,7 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
     hence not private). The fit is charged to ``accountant`` (a fresh one when ``None``).
     ``encoded`` reuses :func:`encode`'s output for the same data, encoder fields and seed.
     """
+    reject_sampled_batch("run_gcon", data)  # a sampled subgraph is refused with the reason, before anything
     acct = PrivacyAccountant() if accountant is None else accountant
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     x0, predicted = encode(data, config, seed) if encoded is None else encoded

@@ -99,6 +99,7 @@ from torch_geometric.data import Data
 from ..accounting import (PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise, gdp_event,
                           subsampled_gaussian_event)
 from ..accounting.validation import check_delta, check_epsilon, check_positive_int
+from ..nn._call_checks import reject_sampled_batch
 from ..nn.progap_aggregation import ProGAPAggregation, sum_aggregation_node_sensitivity
 from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
@@ -417,6 +418,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
             outside the declared bounds, before any charge.
         PrivacyBudgetExceeded: the run would exceed the accountant's budget, before any charge.
     """
+    reject_sampled_batch("run_progap", data)  # a sampled subgraph is refused with the reason, before anything
     if not isinstance(config, ProGAPConfig):
         raise TypeError(f"`config` must be a ProGAPConfig; got {type(config).__name__}")
     if level not in ("edge", "node"):

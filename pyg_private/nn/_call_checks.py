@@ -8,7 +8,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["reject_channel_counts", "reject_edge_weight", "reject_grad_input"]
+__all__ = ["reject_channel_counts", "reject_edge_weight", "reject_grad_input", "reject_sampled_batch",
+           "SAMPLING_METADATA"]
+
+#: The attributes PyG's samplers attach to a batch drawn from a larger graph: ``NeighborLoader`` /
+#: ``LinkNeighborLoader`` / ``HGTLoader`` (``n_id``, ``e_id``, ``input_id``, ``batch_size``,
+#: ``num_sampled_nodes``, ``num_sampled_edges``, ``seed_time``, ``_orig_edge_index``),
+#: ``ShaDowKHopSampler`` (``root_n_id``) and the GraphSAINT samplers (``node_norm``, ``edge_norm``).
+#: None of them is set by a ``DataLoader`` over a graph dataset (disjoint graphs: ``batch``, ``ptr``).
+SAMPLING_METADATA = ("n_id", "e_id", "input_id", "batch_size", "num_sampled_nodes", "num_sampled_edges",
+                     "seed_time", "_orig_edge_index", "root_n_id", "node_norm", "edge_norm")
 
 _PROPAGATION = ("{name} is a parameter-free private propagation (like PyG's APPNP): it has no input or output "
                 "channels and no weights; put your own layers (e.g. torch.nn.Linear) before or after it. ")
@@ -49,3 +58,31 @@ def reject_grad_input(name: str, x: Any, training: bool) -> None:
             "charged release, so training through it spends budget every epoch. Precompute instead: run it once "
             "on fixed features with cached=True (under torch.no_grad(), or on x.detach()) and train your layers "
             "on its output; pass x.detach() to release deliberately, or call layer.eval().")
+
+
+def reject_sampled_batch(name: str, data: Any) -> None:
+    """Raise a ``ValueError`` when ``data`` (a ``Data`` or ``HeteroData``) carries the metadata of a
+    sampled subgraph (:data:`SAMPLING_METADATA`), whatever the component's options (``symmetrize``
+    included), before anything is charged.
+
+    A release on a neighbour-sampled batch is not covered by a per-edge (or per-node) analysis:
+    which nodes and edges the sampler kept depends on the other edges of the private graph, so one
+    edge changes more than the release's own input. The layers themselves take tensors
+    (``layer(batch.x, batch.edge_index)``), which carry no trace of the sampler, so they can only
+    refuse a sampled batch while it is directed; the components that receive the ``Data`` object
+    refuse it here."""
+    stores = getattr(data, "stores", None)
+    stores = [data] if stores is None else list(stores)
+    found = []
+    for store in stores:
+        keys = store.keys() if callable(getattr(store, "keys", None)) else ()
+        found += [key for key in SAMPLING_METADATA if key in keys and key not in found]
+    if found:
+        raise ValueError(
+            f"{name} got a sampled subgraph: the data carry {', '.join(repr(k) for k in found)}, which PyG's "
+            "samplers (NeighborLoader, LinkNeighborLoader, HGTLoader, ShaDowKHopSampler, GraphSAINT) attach to a batch. "
+            "A release on a sampled batch is not covered by the per-edge analysis: which nodes and edges are sampled depends on "
+            "the other edges of the private graph, and symmetrize=True does not change that. Release once on the whole "
+            "graph (cached) and mini-batch only the trainable head on the released features "
+            "(pyg_private.nn.PrecomputedPropagation); batches of disjoint graphs fixed without reading the edges "
+            "(a DataLoader over a graph dataset) compose in parallel (PrivacyAccountant.parallel).")

@@ -16,9 +16,9 @@ from torch import Tensor
 
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity
-from ..mechanisms.randomness import RandomSource, run_staged
+from ..mechanisms.randomness import RandomSource, _workers, run_staged
 
-__all__ = ["plan_grid", "add_grid_gaussian_"]
+__all__ = ["plan_grid", "add_grid_gaussian_", "reserve_grid_gaussian"]
 
 _BLOCK_ELEMENTS = 1 << 19
 
@@ -76,3 +76,20 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
 
     run_staged(noise, finish, len(starts), out.device)
     return out
+
+
+def reserve_grid_gaussian(out: Tensor, std: float, granularity: float) -> None:
+    """Make, **before** the release is charged, the sampler workspace that :func:`add_grid_gaussian_`
+    ``(out, std, granularity, ...)`` will borrow for a 2-D ``out`` of this shape, dtype and device
+    (its row blocks, on as many threads as it will use): an allocation failure then raises while
+    nothing is charged (see :mod:`pyg_private.mechanisms._workspace`)."""
+    sampler = RoundedNoiseSampler("gaussian", std / granularity)
+    width = max(out.size(-1), 1)
+    rows = max(1, _BLOCK_ELEMENTS // width)
+    blocks = -(-out.size(0) // rows) if out.size(0) else 0
+    if not blocks:
+        return
+    concurrent = max(1, _workers(blocks, out.device))
+    for count in {min(rows, out.size(0)), out.size(0) - (blocks - 1) * rows}:
+        sampler.reserve(count * out.size(-1), out.device, dtype=out.dtype, granularity=granularity,
+                        concurrent=concurrent)

@@ -78,11 +78,11 @@ class SeededRelease(PersistentRelease):
     _cache: Optional[CachedRelease]
 
     def reset_parameters(self) -> None:
-        """Clear the cached release (the modules have no learnable parameters)."""
+        """Nothing to re-initialise (the modules have no learnable parameters); the cached release is
+        paid data and is kept. ``forget_release()`` drops it."""
         parent = getattr(super(), "reset_parameters", None)
         if parent is not None:
             parent()
-        self._cache = None
 
     def event(self, num_columns: int) -> PrivacyEvent:  # pragma: no cover - implemented by hosts
         raise NotImplementedError

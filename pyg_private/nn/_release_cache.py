@@ -27,9 +27,26 @@ with certainty which one was used, which is exactly what edge-level differential
 So a release restored from a state cannot tell the graph it was released for from another graph
 with the same public inputs. It is reused for the first call whose public inputs match (which
 **binds** it to that call's graph, kept in memory only) and afterwards, as an in-memory cache,
-only for that graph; a call with other public inputs (another node count, other features or seeds,
-another dtype) or, once bound, another graph is a new, charged release. Call
-``reset_parameters()`` before using a loaded model on a different graph.
+only for that graph; a call with other public inputs (another node count, other features or seeds)
+or, once bound, another graph is a new, charged release. Call ``forget_release()`` before using a
+loaded model on a different graph.
+
+A release is data, not a parameter. ``reset_parameters()`` (what ``torch_geometric.nn.inits.reset``
+and PyG's benchmark loops call between runs) keeps it: the layers have no trainable parameters, and
+dropping a paid release would only make the next forward pay again. ``forget_release()`` drops it
+(the next forward is a new, charged release).
+
+Dtypes and devices. ``model.double()``, ``model.half()`` or ``model.to(device)`` followed by the same
+inputs in that dtype or on that device is post-processing of the same release: the cache compares
+floating inputs across dtypes (equal when one is the other cast, e.g. ``x.double()`` or ``x.half()``
+of the ``x`` released for) and across devices, and returns the stored release cast to the call's
+dtype and moved to its device, never a new charge. A release restored from a state (an unbound one,
+known by its fingerprint only) matches inputs in another dtype when they round to the saved ones
+(``x.double()`` of a float32 ``x``); call it once in the saved dtype first to use it in a coarser one.
+
+Inference mode. A release may be made under ``torch.inference_mode()`` (Lightning's
+``trainer.test/validate/predict``). What the cache keeps is made of ordinary tensors even then, so a
+later ordinary call (training on the cached release included) can use it.
 
 Copies in one process. ``copy.deepcopy`` is the in-memory copy of a model that keeps working on the
 same data (``best = copy.deepcopy(model)``, ``to_hetero``): it shares the accountant (one ledger) and
@@ -47,6 +64,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 import torch
@@ -91,8 +109,45 @@ def _same(a: Optional[Tensor], b: Optional[Tensor]) -> bool:
     return torch.equal(a, b.to(a.device))
 
 
+_FLOAT_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+
+
+def _same_input(saved: Optional[Tensor], new: Optional[Tensor]) -> bool:
+    """:func:`_same`, and floating tensors of two dtypes that are the same values: one is the other
+    cast (``x.double()`` or ``x.half()`` of the saved ``x``), so a release for one is post-processing
+    for the other."""
+    if saved is None or new is None or saved.dtype == new.dtype or saved.shape != new.shape:
+        return _same(saved, new)
+    if not (saved.is_floating_point() and new.is_floating_point()):
+        return _same(saved, new)
+    new = new.to(saved.device)
+    return torch.equal(saved.to(new.dtype), new) or torch.equal(new.to(saved.dtype), saved)
+
+
+def _same_meta(saved: Sequence[Any], new: Sequence[Any]) -> bool:
+    """Equal sizes and names; a floating dtype may differ (see :func:`_same_input`)."""
+    return len(saved) == len(new) and all(
+        a == b or (isinstance(a, str) and isinstance(b, str) and a in _FLOAT_DTYPES and b in _FLOAT_DTYPES)
+        for a, b in zip(saved, new))
+
+
+def _in_saved_dtype(public: Key, meta: tuple, saved_meta: tuple) -> tuple[Key, tuple]:
+    """``public`` and ``meta`` with each floating dtype of ``meta`` that differs from the saved one
+    replaced by it (the floating tensors of that dtype cast to it): what a call in the saved dtype
+    would fingerprint."""
+    change = {b: _FLOAT_DTYPES[a] for a, b in zip(saved_meta, meta)
+              if a != b and isinstance(b, str) and b in _FLOAT_DTYPES}
+    public = tuple(t.to(change[str(t.dtype)]) if t is not None and str(t.dtype) in change else t for t in public)
+    meta = tuple(saved if isinstance(new, str) and new in change else new for saved, new in zip(saved_meta, meta))
+    return public, meta
+
+
 def _keep(t: Optional[Tensor]) -> Optional[Tensor]:
-    return None if t is None else t.detach().clone()
+    """A private copy of ``t`` for the cache: an ordinary tensor, also under ``torch.inference_mode()``."""
+    if t is None:
+        return None
+    with torch.inference_mode(False):
+        return t.detach().clone()
 
 
 class CachedRelease:
@@ -133,15 +188,18 @@ class CachedRelease:
     def matches(self, public: Key, private: Key, meta: Sequence[Any]) -> bool:
         """Whether a call with these inputs may reuse the release; an unbound release whose public
         fingerprint agrees is bound to ``private`` (and to ``public``) here."""
-        if tuple(meta) != self.meta:
+        meta = tuple(meta)
+        if not _same_meta(self.meta, meta):
             return False
         if self.public is not None:
-            if len(public) != len(self.public) or not all(_same(a, b) for a, b in zip(self.public, public)):
+            if len(public) != len(self.public) or not all(_same_input(a, b) for a, b in zip(self.public, public)):
                 return False
-        elif fingerprint(public, meta) != self.digest:
+        elif fingerprint(public, meta) != self.digest and (
+                meta == self.meta or fingerprint(*_in_saved_dtype(public, meta, self.meta)) != self.digest):
             return False
         if self.private is not None:
-            return len(private) == len(self.private) and all(_same(a, b) for a, b in zip(self.private, private))
+            return len(private) == len(self.private) and all(_same_input(a, b)
+                                                             for a, b in zip(self.private, private))
         self.public = tuple(_keep(t) for t in public)
         self.private = tuple(_keep(t) for t in private)
         return True
@@ -187,7 +245,9 @@ class PersistentRelease:
       original, not duplicated (see the module notes);
     * ``__getstate__`` (``pickle``, ``torch.save(module)``): the cache without the raw inputs, and no
       generator state;
-    * ``__prepare_scriptable__``: a clear error from ``torch.jit.script``.
+    * ``__prepare_scriptable__``: a clear error from ``torch.jit.script``;
+    * ``forget_release()``: drop the cached release (``reset_parameters()`` keeps it: see the module
+      notes).
 
     A host implements ``_release_settings()`` (the settings a release is valid for) and sets
     ``_release_unit`` (the accountant unit it charges).
@@ -219,6 +279,17 @@ class PersistentRelease:
         raise NotImplementedError
 
     # ------------------------------------------------------------- the cache
+    def forget_release(self) -> None:
+        """Drop the cached release: the next forward is a new, charged release. (``reset_parameters()``
+        keeps it: a release is paid data, not a parameter.) Call it before using a loaded model on a
+        graph other than the one it was released for."""
+        self._cache = None
+
+    @property
+    def has_release(self) -> bool:
+        """Whether a cached release is held (a later call with the same inputs reuses it at no cost)."""
+        return self._cache is not None
+
     def _cached_release(self, public: Key, private: Key, meta: Sequence[Any], *, device: torch.device,
                         dtype: Optional[torch.dtype]) -> Optional[Tensor]:
         """The cached release for these inputs (a copy on ``device`` in ``dtype``, default the
@@ -236,11 +307,27 @@ class PersistentRelease:
 
     def _keep_release(self, release: Tensor, public: Key, private: Key, meta: Sequence[Any],
                       event: Optional[PrivacyEvent], granularity: Optional[float] = None) -> None:
-        if self.cached:
-            self._cache = CachedRelease(release.detach().clone(), public=tuple(_keep(t) for t in public),
+        """Cache a release made (and charged) just now. This runs after the charge: when the copies
+        cannot be made (out of memory), the release is still returned to the caller, uncached, with a
+        warning, rather than lost after it was paid for."""
+        if not self.cached:
+            return
+        try:
+            self._cache = CachedRelease(_keep(release), public=tuple(_keep(t) for t in public),
                                         private=tuple(_keep(t) for t in private), meta=meta, event=event,
                                         charged=event is not None and self.accountant is not None,
                                         granularity=granularity)
+        except MemoryError as error:  # torch.OutOfMemoryError is a RuntimeError: named below
+            self._uncached(error)
+        except RuntimeError as error:
+            if not isinstance(error, getattr(torch, "OutOfMemoryError", ())) and "out of memory" not in str(error):
+                raise
+            self._uncached(error)
+
+    def _uncached(self, error: BaseException) -> None:
+        self._cache = None
+        warnings.warn(f"{type(self).__name__}: the release was returned but could not be cached ({error}); the next "
+                      "call with the same inputs is a new, charged release", RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------- state dict
     def get_extra_state(self) -> dict[str, Any]:
@@ -293,7 +380,7 @@ class PersistentRelease:
         digest = saved.get("fingerprint")
         if not isinstance(digest, str):
             raise ValueError(f"{name}: the saved release has no input fingerprint")
-        self._cache = CachedRelease(release.detach().clone(), public=None, private=None, meta=meta, event=event,
+        self._cache = CachedRelease(_keep(release), public=None, private=None, meta=meta, event=event,
                                     charged=bool(saved.get("charged")), granularity=saved.get("granularity"),
                                     digest=digest)
         if hasattr(self, "granularity"):

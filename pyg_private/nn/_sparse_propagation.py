@@ -16,9 +16,10 @@ class SparsePropagation(MessagePassing):
 
     Layers call ``self.propagate(adj, x=...)`` with a CSR adjacency (see
     :func:`~pyg_private.utils.adjacency_csr`), whose row ``i`` holds ``i``'s neighbours;
-    the result is ``adj @ x``, summed in the package's order (:class:`~pyg_private.utils.CsrProduct`:
-    the same values on every CPU and torch version, and as the layers' own products). A layer's release cache lives in ``_cache`` and is cleared
-    by :meth:`reset_parameters` (the layers have no learnable parameters).
+    the result is ``adj @ x``, summed in the package's order (:class:`~pyg_private.utils.csr_product.CsrProduct`:
+    the same values on every CPU and torch version, and as the layers' own products). A layer's release cache
+    lives in ``_cache``; :meth:`reset_parameters` keeps it (a release is paid data, not a parameter, and
+    the layers have no learnable parameters), ``forget_release()`` drops it.
     """
 
     def __init__(self) -> None:
@@ -26,9 +27,10 @@ class SparsePropagation(MessagePassing):
         self._cache = None
 
     def reset_parameters(self) -> None:
-        """Clear the cached release (the layer has no learnable parameters)."""
+        """Nothing to re-initialise: the layer has no learnable parameters, and its cached release is
+        paid data, kept (``torch_geometric.nn.inits.reset(model)`` between runs costs nothing). Use
+        ``forget_release()`` to drop the release."""
         super().reset_parameters()
-        self._cache = None
 
     def message(self, x_j: Tensor) -> Tensor:  # pragma: no cover - the sparse path is always taken
         return x_j

@@ -2,7 +2,7 @@ r"""The contractive graph layer of CARIBOU: K perturbed hops with a convergent p
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 import torch
 from torch import Tensor
@@ -25,11 +25,12 @@ from ..utils.degree_bounds import (
     present_nodes,
     universe_node_sensitivity,
 )
+from ..mechanisms._noise import float_generator
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
-from ._grid_gaussian import add_grid_gaussian_
+from ._grid_gaussian import add_grid_gaussian_, reserve_grid_gaussian
 from ._grid_gaussian import plan_grid as plan_hop_grid
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease, _same
@@ -150,7 +151,11 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
 
     **Caching and saving.** With ``cached=True`` (the default) the first forward is released and
     charged, and later forwards with the same graph and inputs return that release at no further cost; a
-    different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
+    different graph or input is a new, charged release. The release is paid data, not a parameter:
+    :meth:`reset_parameters` (and ``torch_geometric.nn.inits.reset``) keeps it, ``forget_release()`` drops it;
+    ``layer.double()``, ``layer.half()`` or ``layer.to(device)`` with the same inputs in that dtype or on
+    that device reuse it (cast or moved: post-processing). It works under ``torch.no_grad()`` and
+    ``torch.inference_mode()``.
     ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
     cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy output, its privacy
     event and whether an accountant recorded it, the layer's privacy settings, and a SHA-256 fingerprint
@@ -162,7 +167,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     with this layer's accountant when it is first reused. The state never holds the graph or any
     function of it but the release: a digest of the graph would let anyone holding the file test a
     guessed edge with certainty. So a loaded release is bound to the first graph it is used with
-    (matching public inputs); call :meth:`reset_parameters` before using a loaded model on another
+    (matching public inputs); call ``forget_release()`` before using a loaded model on another
     graph.
 
     **Module protocols** (as for every release layer): ``copy.deepcopy`` shares the accountant and the
@@ -334,11 +339,13 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
-        event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
-        self.granularity = None if grid is None else grid[0]
         dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float64  # the hops' precision
         h0 = x.detach().to(dtype)
-        out = self._perturbed_hops(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch, grid, source)
+        # every buffer (operator, hops, noise, the sampler's workspace) before the charge: a failure raises first
+        run = self._perturbation(*graph, h0, h0 if x0 is x else x0.detach().to(dtype), batch, grid, source)
+        event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
+        self.granularity = None if grid is None else grid[0]
+        out = run()
         self._keep_release(out, *key, event=event, granularity=self.granularity)
         return out.to(out_dtype)
 
@@ -418,29 +425,47 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
             out.add_(residual)
         return out
 
-    @torch.no_grad()
     def _perturbed_hops(self, crow: Tensor, col: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor],
                         grid: Optional[tuple[float, float]] = None, source: Optional[RandomSource] = None) -> Tensor:
+        """The K perturbed hops: :meth:`_perturbation`, run at once."""
+        return self._perturbation(crow, col, x, x0, batch, grid, source)()
+
+    @torch.no_grad()
+    def _perturbation(self, crow: Tensor, col: Tensor, x: Tensor, x0: Tensor, batch: Optional[Tensor],
+                      grid: Optional[tuple[float, float]] = None,
+                      source: Optional[RandomSource] = None) -> Callable[[], Tensor]:
+        """Two stages: make every buffer of the hops (the normalised operator, the two hop buffers,
+        the noise buffer or the sampler's workspace; noise-free), then return the K perturbed hops as
+        a function to call once the release is charged: an allocation failure raises before the charge."""
         # C_L alpha1 A_hat h = adj @ h + self_loop * h, with A_hat = S (A + I) S and S = (D + I)^-1/2
         adj, self_loop = self._normalized_adjacency(crow, col, x.dtype)
-        h = _clip_rows(x)  # the chain starts inside the ball
-        residual = self.beta * (h if x0 is x else _clip_rows(x0)) if self.beta > 0 else None
+        h0 = _clip_rows(x)  # the chain starts inside the ball
+        residual = self.beta * (h0 if x0 is x else _clip_rows(x0)) if self.beta > 0 else None
         std = self.noise_std
         noise = torch.empty_like(x) if std > 0 and grid is None else None
+        generator = float_generator(self.generator, x.device) if noise is not None else None  # never the global RNG
         project = (lambda v: _clip_rows(v, out=v, slack_dtype=x.dtype))  # noqa: E731
-        spare = torch.empty_like(h)  # two N x F buffers in turn: h, and the next hop written over the older one
+        first_spare = torch.empty_like(h0)  # two N x F buffers in turn: h, and the next hop written over the older one
         product = CsrProduct(adj)  # adj @ h: the C kernel where it runs, the same values otherwise
-        for _ in range(self.K):
-            out = self._hop(adj, self_loop, h, residual, batch, out=spare, product=product)
-            spare = h
-            if grid is not None:  # safe: on the grid, exact noise, projected in float64 row blocks
-                h = add_grid_gaussian_(out, self.noise_multiplier * grid[1], grid[0], source, post=project)
-                continue
-            if noise is not None:  # one draw of h's shape per hop, into the same buffer
-                out.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator, out=noise),
-                         alpha=std)
-            h = _clip_rows(out, out=out)
-        return h
+        if grid is not None:
+            reserve_grid_gaussian(first_spare, self.noise_multiplier * grid[1], grid[0])
+
+        @torch.no_grad()
+        def run() -> Tensor:
+            h, spare = h0, first_spare
+            for _ in range(self.K):
+                out = self._hop(adj, self_loop, h, residual, batch, out=spare, product=product)
+                spare = h
+                if grid is not None:  # safe: on the grid, exact noise, projected in float64 row blocks
+                    h = add_grid_gaussian_(out, self.noise_multiplier * grid[1], grid[0], source, post=project)
+                    continue
+                if noise is not None:  # one draw of h's shape per hop, into the same buffer
+                    out.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=generator, out=noise),
+                             alpha=std)
+                h = _clip_rows(out, out=out)
+            return h
+
+        return run
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

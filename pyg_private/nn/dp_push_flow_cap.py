@@ -11,7 +11,7 @@ from torch_geometric.typing import Adj
 from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_event
 from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
-from ..mechanisms._noise import laplace_noise
+from ..mechanisms._noise import float_generator, laplace_noise
 from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import (
     DEFAULT_GRID_TOLERANCE,
@@ -176,7 +176,8 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
                                      dim=n, norm="l1")
         if 1.0 / g > 2.0 ** 60:
             raise ValueError(f"the noise scale {self.noise_scale:g} is too small for a grid release (the grid {g:g} "
-                             "would need more than 2^60 steps for the values in [0, 1]); use sampler='float'")
+                             "would need more than 2^60 steps for the values in [0, 1]); a noise scale this small "
+                             "protects almost nothing: use a larger `noise_scale` (or a smaller `epsilon`)")
         factor = 1 + n * Fraction(g) / Fraction(self.sensitivity)  # Delta' / Delta, exactly
         return PushFlowGrid(g, inflated_scale(self.noise_scale, factor), inflated_scale(self.sensitivity, factor), n)
 
@@ -209,15 +210,21 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
             source = RandomSource(s0.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
             sampler = RoundedNoiseSampler("laplace", grid.noise_scale / grid.granularity)
-        event = self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
-        self.granularity = None if grid is None else grid.granularity
+        # everything that may fail (the noise-free push-flow, the buffers, the sampler's workspace) before the charge
         p = push_flow_cap_ppr(ei, n, seeds, alpha=self.alpha, num_iterations=self.num_iterations, eta=self.eta,
                               personalized=self.personalized)
         if grid is None:
-            out = p.add_(laplace_noise(p.shape, self.noise_scale, device=p.device, generator=self.generator))
-        else:  # g (round(p / g) + K), K the rounded Laplace in grid steps, exact
+            generator = float_generator(self.generator, p.device)  # never torch's global generator
+        else:
             steps = round_to_grid(p, grid.granularity)
-            steps.view(-1).add_(sampler.sample(steps.numel(), source))
+            noise = torch.empty(steps.numel(), dtype=torch.int64, device=steps.device)
+            sampler.reserve(steps.numel(), steps.device)
+        event = self._charge(seeds, s0.size(1), grid=grid)  # before any noise is drawn
+        self.granularity = None if grid is None else grid.granularity
+        if grid is None:
+            out = p.add_(laplace_noise(p.shape, self.noise_scale, device=p.device, generator=generator))
+        else:  # g (round(p / g) + K), K the rounded Laplace in grid steps, exact
+            steps.view(-1).add_(sampler.sample(steps.numel(), source, out=noise))
             out = from_grid(steps, grid.granularity)
         if self.clip_output:
             out.clamp_(0.0, 1.0)

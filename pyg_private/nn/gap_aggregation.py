@@ -2,18 +2,19 @@ r"""GAP's aggregation perturbation module: the multi-hop baseline CARIBOU is com
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.typing import Adj
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
+from ..mechanisms._noise import float_generator
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_grad_input
-from ._grid_gaussian import add_grid_gaussian_
+from ._grid_gaussian import add_grid_gaussian_, reserve_grid_gaussian
 from ._grid_gaussian import plan_grid as plan_hop_grid
 from ..accounting.validation import check_positive_int
 from ..utils.adjacency import _csr as csr_matrix
@@ -73,7 +74,11 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
 
     **Caching and saving.** With ``cached=True`` (the default) the first forward is released and
     charged, and later forwards with the same graph and inputs return that release at no further cost; a
-    different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
+    different graph or input is a new, charged release. The release is paid data, not a parameter:
+    :meth:`reset_parameters` (and ``torch_geometric.nn.inits.reset``) keeps it, ``forget_release()`` drops it;
+    ``layer.double()``, ``layer.half()`` or ``layer.to(device)`` with the same inputs in that dtype or on
+    that device reuse it (cast or moved: post-processing). It works under ``torch.no_grad()`` and
+    ``torch.inference_mode()``.
     ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
     cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy hops
     :math:`\mathbf{X}^{(1)}, \dots, \mathbf{X}^{(K)}`, its privacy event and whether an accountant recorded
@@ -86,7 +91,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
     layer's accountant when it is first reused. The state never holds the graph or any function of it
     but the release: a digest of the graph would let anyone holding the file test a guessed edge with
     certainty. So a loaded release is bound to the first graph it is used with (matching public inputs);
-    call :meth:`reset_parameters` before using a loaded model on another graph.
+    call ``forget_release()`` before using a loaded model on another graph.
 
     **Module protocols** (as for every release layer): ``copy.deepcopy`` shares the accountant and the
     generator and keeps the cache (its in-memory key, the graph, shared with the original, not
@@ -169,9 +174,11 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
+        # every buffer (the output, the hops, the sampler's workspace) before the charge: a failure raises first
+        run = self._hop_chain(graph, x.detach().to(torch.float64, copy=True), grid, source, out_dtype)
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
-        out = self._hops(graph, x.detach().to(torch.float64, copy=True), grid, source, out_dtype)
+        out = run()
         # the noisy hops only: X^(0) = normalize(x) is no release (a noise-free function of the caller's
         # input), recomputed on reuse, so it is never kept in the cache nor written into a saved state
         self._keep_release(out[:, x.size(1):], *key, event=event, granularity=self.granularity)
@@ -206,34 +213,52 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         return {"K": self.K, "noise_multiplier": self.noise_multiplier, "epsilon": self.epsilon,
                 "delta": self.delta, "sampler": self.sampler, "grid_tolerance": self.grid_tolerance}
 
-    @torch.no_grad()
     def _hops(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
               source: Optional[RandomSource] = None, out_dtype: torch.dtype = torch.float64) -> Tensor:
+        """All hops: :meth:`_hop_chain`, run at once."""
+        return self._hop_chain(graph, x, grid, source, out_dtype)()
+
+    @torch.no_grad()
+    def _hop_chain(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
+                   source: Optional[RandomSource] = None,
+                   out_dtype: torch.dtype = torch.float64) -> Callable[[], Tensor]:
         """All hops, written one by one into one ``[N, (K + 1) F]`` output of ``out_dtype`` (the
         float64 hop cast, a post-processing). ``x`` is a float64 copy the method may overwrite: each
         hop is normalised in place, and only the previous hop and the current one are kept in
         float64, in two buffers the products are written into in turn (at 2.45M nodes, 100 channels
         and K = 2: 3.9 GB of float64 and the 2.9 GB float32 output, instead of six float64 copies
-        and a 5.9 GB float64 concatenation)."""
+        and a 5.9 GB float64 concatenation).
+
+        Two stages: this call makes every buffer (noise-free) and returns the hops as a function to
+        call once the release is charged, so an allocation failure raises before the charge."""
         crow, col = graph  # the validated simple undirected graph's CSR arrays
         adj = csr_matrix(crow, col, unit_values(col.numel(), device=col.device))  # ones never stored
         std = self.noise_multiplier * self.sensitivity
         f = x.size(1)
         out = torch.empty(x.size(0), (self.K + 1) * f, dtype=out_dtype, device=x.device)
-        prev = _normalize_rows_(x)
-        out[:, :f] = prev
-        spare = torch.empty_like(prev)  # two float64 buffers in turn: no temporary per product
+        first = _normalize_rows_(x)
+        out[:, :f] = first
+        first_spare = torch.empty_like(first)  # two float64 buffers in turn: no temporary per product
         neighbours = CsrProduct(adj, unit_values=True)  # the C kernel where it runs, the same sums otherwise
-        for k in range(1, self.K + 1):
-            h = neighbours(prev, out=spare)  # A prev
-            spare = prev
-            if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
-                h = add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
-            elif std > 0:
-                h.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator).mul_(std))
-            prev = _normalize_rows_(h)
-            out[:, k * f:(k + 1) * f] = prev
-        return out
+        generator = float_generator(self.generator, x.device) if grid is None and std > 0 else None
+        if grid is not None:
+            reserve_grid_gaussian(first_spare, self.noise_multiplier * grid[1], grid[0])
+
+        @torch.no_grad()
+        def run() -> Tensor:
+            prev, spare = first, first_spare
+            for k in range(1, self.K + 1):
+                h = neighbours(prev, out=spare)  # A prev
+                spare = prev
+                if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
+                    h = add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
+                elif std > 0:
+                    h.add_(torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=generator).mul_(std))
+                prev = _normalize_rows_(h)
+                out[:, k * f:(k + 1) * f] = prev
+            return out
+
+        return run
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Literal, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -140,7 +140,11 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
 
     **Caching and saving.** With ``cached=True`` (the default) the first forward is released and
     charged, and later forwards with the same graph and inputs return that release at no further cost; a
-    different graph or input is a new, charged release, and :meth:`reset_parameters` clears the cache.
+    different graph or input is a new, charged release. The release is paid data, not a parameter:
+    :meth:`reset_parameters` (and ``torch_geometric.nn.inits.reset``) keeps it, ``forget_release()`` drops it;
+    ``layer.double()``, ``layer.half()`` or ``layer.to(device)`` with the same inputs in that dtype or on
+    that device reuse it (cast or moved: post-processing). It works under ``torch.no_grad()`` and
+    ``torch.inference_mode()``.
     ``cached=False`` releases anew, with a new charge, on every call (audits, Monte Carlo studies). The
     cached release is part of ``state_dict()`` (entry ``_extra_state``: the noisy output, its privacy
     event and whether an accountant recorded it, the layer's privacy settings, and a SHA-256 fingerprint
@@ -150,7 +154,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     from a state that no accountant recorded is registered with this layer's accountant when it is first
     reused. The state never holds the graph or any function of it but the release: a digest of the graph
     would let anyone holding the file test a guessed edge with certainty. So a loaded release is bound
-    to the first graph it is used with (matching public inputs); call :meth:`reset_parameters` before
+    to the first graph it is used with (matching public inputs); call ``forget_release()`` before
     using a loaded model on another graph. A **personalized** release (``personalized=True``) is never
     written out (``state_dict``, ``pickle``, ``torch.save`` hold no release): its guarantee is per
     recipient, each column for its seed's owner alone, and a file would hand every column to whoever
@@ -348,14 +352,17 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             # holds the values; none helps when the noise scale itself caps g (scale / g >= 2^20)
             g_needed = 2.0 ** math.ceil(math.log2(value_bound / _MAX_VALUE_STEPS))
             needed = 2.0 ** math.ceil(math.log2(g_needed * n / base))
-            hint = (f"raise `grid_tolerance` to {needed:g} (2^{int(math.log2(needed))}; the noise then grows by at "
-                    "most that fraction, the privacy cost is unchanged)"
-                    if needed < 1 and self._granularity is None and g_needed <= self.noise_scale / MIN_SCALE
-                    else "the noise scale is too small for a grid release")
+            if g_needed > self.noise_scale / MIN_SCALE:  # no grid the sampler can serve holds the values
+                hint = ("the noise scale is too small for a grid release (noise this small protects almost nothing): "
+                        "use a larger `noise_scale` (or a smaller `epsilon`)")
+            elif needed < 1 and self._granularity is None:
+                hint = (f"raise `grid_tolerance` to {needed:g} (2^{int(math.log2(needed))}; the noise then grows by "
+                        "at most that fraction, the privacy cost is unchanged), or pass a coarser `granularity`")
+            else:
+                hint = f"pass a coarser `granularity` (at least {g_needed:g})"
             raise ValueError(
                 f"the grid {g:g} cannot hold the diffusion's values (up to {value_bound:g}) within 2^60 steps on "
-                f"{n} nodes: {hint}, pass a coarser `granularity`, or use sampler='float' (or noise_scale=0 for the "
-                "noise-free reference)")
+                f"{n} nodes: {hint} (noise_scale=0 gives the noise-free reference)")
         return PPRGrid(g, sigma, eta, n)
 
     # ------------------------------------------------------------------- forward
@@ -407,7 +414,10 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         if self.column_block is not None:
             return self._forward_in_blocks(x, seed_index, graph, n, out)
         s0, seeds, out_dtype = self._signals(x, seed_index, n, graph[1].device)
-        cached = self._from_cache(graph, s0)
+        # the cache keys on the signals as given (their dtype too: x.half() of the x released for is the same
+        # release, cast), the one-hot seeds as float64
+        key = x.detach().to(s0.device).reshape(n, -1) if seeds is None and x.is_floating_point() else s0
+        cached = self._from_cache(graph, key)
         if cached is not None:
             return cached.to(out_dtype)
         grid, source, sampler = None, None, None
@@ -416,10 +426,11 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             source = RandomSource(s0.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
             sampler = RoundedNoiseSampler("two_laplace", grid.noise_scale / grid.granularity)
+        run = self._diffusion(graph, n, s0, seeds, grid, source, sampler)  # every buffer, before the charge
         event = self._charge(seeds, s0.size(1), grid=grid) if self.noise_scale > 0 else None  # before any noise
         self.granularity = None if grid is None else grid.granularity
-        out = self._project(self._diffuse(graph, n, s0, seeds, grid, source, sampler)).detach()
-        self._remember(graph, s0, out, event)
+        out = self._project(run()).detach()
+        self._remember(graph, key, out, event)
         return out.to(out_dtype)
 
     def _project(self, out: Tensor) -> Tensor:
@@ -467,10 +478,14 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             source = RandomSource(device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
             sampler = RoundedNoiseSampler("two_laplace", grid.noise_scale / grid.granularity)
+        result = out if out is not None else torch.empty(n, num_columns, dtype=out_dtype, device=device)
+        if sampler is not None:  # the workspace of the blocks' steps, before the charge
+            for width in {min(self.column_block, num_columns), num_columns % self.column_block}:
+                if width:
+                    sampler.reserve(n * width, device, dtype=torch.float64, granularity=grid.granularity)
         if self.noise_scale > 0:
             self._charge(seeds, num_columns, grid=grid)  # one event for every column, before any noise
         self.granularity = None if grid is None else grid.granularity
-        result = out if out is not None else torch.empty(n, num_columns, dtype=out_dtype, device=device)
         for start in range(0, num_columns, self.column_block):
             cols = slice(start, min(start + self.column_block, num_columns))
             if seeds is not None:
@@ -480,10 +495,16 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             result[:, cols] = self._project(self._diffuse(graph, n, s0, block_seeds, grid, source, sampler))
         return result
 
-    @torch.no_grad()
     def _diffuse(self, graph: tuple[Tensor, Tensor], n: int, s0: Tensor, seeds: Optional[Tensor],
                  grid: Optional[PPRGrid] = None,
                  source: Optional[RandomSource] = None, sampler: Optional[RoundedNoiseSampler] = None) -> Tensor:
+        """The release's steps: :meth:`_diffusion`, run at once."""
+        return self._diffusion(graph, n, s0, seeds, grid, source, sampler)()
+
+    @torch.no_grad()
+    def _diffusion(self, graph: tuple[Tensor, Tensor], n: int, s0: Tensor, seeds: Optional[Tensor],
+                   grid: Optional[PPRGrid] = None, source: Optional[RandomSource] = None,
+                   sampler: Optional[RoundedNoiseSampler] = None) -> Callable[[], Tensor]:
         r"""The :math:`K` steps of the class notes, in float64, with the same operations in the same
         order (hence the same float64 roundings) as the plain loop, in fewer passes over the
         :math:`N \times C` state and in buffers allocated once: one clamp to :math:`[0, \eta d_i]`; the
@@ -495,7 +516,11 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
         scaled by :math:`1/g`. Both agree exactly: :math:`1/g` is a power of two, and scaling by a power
         of two commutes with float64 rounding (a value small enough to be subnormal rounds to 0 on the
         grid either way). The noise is drawn as before: one call of the sampler (or of the float
-        stream) per step, for all :math:`NC` entries, so a seeded release is unchanged."""
+        stream) per step, for all :math:`NC` entries, so a seeded release is unchanged.
+
+        Two stages: this call makes every buffer (the operator, the state, the float stream, the
+        sampler's workspace), noise-free, and returns the steps as a function to call once the
+        release is charged; so an allocation failure raises before the charge."""
         beta = 1.0 - self.alpha
         on_cpu = s0.device.type == "cpu"
         crow, col = graph  # the validated graph's CSR arrays: row i holds i's neighbours
@@ -515,29 +540,37 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             restart = ((1.0 - beta) * s0).mul_(scale)
         noise = TwoLaplaceStream(s0.shape, self.noise_scale, device=s0.device, generator=self.generator) \
             if self.noise_scale > 0 and grid is None else None
-        neighbours = CsrProduct(adj, unit_values=True)  # A (D^-1 f(s)): the C kernel where it runs, the same sums otherwise
-        s = s0.clone()
-        xc = torch.empty_like(s)
-        scaled = torch.empty_like(s)
-        for _ in range(self.num_iterations):
-            if exempt:
-                seed_vals = s[seeds, cols].clamp_(min=0.0)
-            clamp_and_scale_rows(s, upper, deg_inv, xc, scaled)  # f(s), and D^-1 f(s) (normalised by the source degree)
-            if exempt:
-                xc[seeds, cols] = seed_vals
-                scaled[seeds, cols] = seed_vals * deg_inv[seeds, 0]  # the same product torch.mul forms
-            # (beta/2) (I + A D^-1) f(s), over g on the grid, rounded as s.add_(xc).mul_(factor) would round it;
-            # s was read into xc above: its buffer takes the result
-            s = neighbours(scaled, out=s, add=xc, scale=factor)
-            if restart is None:
-                s[seeds, cols] += seed_restart
-            else:
-                s.add_(restart)
-            if grid is not None:  # s <- g (round(s / g) + K), K = round(xi_1 + xi_2) in grid steps, exact
-                sampler.add_to_grid_(s, grid.granularity, source, on_scale=True)  # float64 (exact below 2^53 g)
-            elif noise is not None:
-                s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
-        return s
+        neighbours = CsrProduct(adj, unit_values=True)  # A (D^-1 f(s)): the C kernel where it runs, the same sums
+        state = s0.clone()
+        xc = torch.empty_like(state)
+        scaled = torch.empty_like(state)
+        if grid is not None:
+            sampler.reserve(state.numel(), state.device, dtype=state.dtype, granularity=grid.granularity)
+
+        @torch.no_grad()
+        def run() -> Tensor:
+            s = state
+            for _ in range(self.num_iterations):
+                if exempt:
+                    seed_vals = s[seeds, cols].clamp_(min=0.0)
+                clamp_and_scale_rows(s, upper, deg_inv, xc, scaled)  # f(s), and D^-1 f(s) (by the source degree)
+                if exempt:
+                    xc[seeds, cols] = seed_vals
+                    scaled[seeds, cols] = seed_vals * deg_inv[seeds, 0]  # the same product torch.mul forms
+                # (beta/2) (I + A D^-1) f(s), over g on the grid, rounded as s.add_(xc).mul_(factor) would round it;
+                # s was read into xc above: its buffer takes the result
+                s = neighbours(scaled, out=s, add=xc, scale=factor)
+                if restart is None:
+                    s[seeds, cols] += seed_restart
+                else:
+                    s.add_(restart)
+                if grid is not None:  # s <- g (round(s / g) + K), K = round(xi_1 + xi_2) in grid steps, exact
+                    sampler.add_to_grid_(s, grid.granularity, source, on_scale=True)  # float64 (exact below 2^53 g)
+                elif noise is not None:
+                    s.add_(noise.sample())  # xi_1 + xi_2, fresh at every step
+            return s
+
+        return run
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

@@ -22,6 +22,7 @@ from ..accounting.objective_perturbation import (
 )
 from ..accounting.validation import check_delta, check_epsilon, check_non_negative
 from ..mechanisms.coupled_objective_noise import sample_coupled_objective_noise
+from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.objective_noise import sample_objective_noise
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
@@ -220,9 +221,23 @@ class PerturbedAPPRConv(SparsePropagation):
         return len(self.steps) * self.in_channels
 
     def reset_parameters(self) -> None:
-        """Forget the trained head and the cached propagation."""
+        """Drop the cached (noise-free, recomputable) propagation. The released head ``weight`` is kept:
+        it is paid data, not a parameter to re-initialise (``torch_geometric.nn.inits.reset(model)``
+        between runs costs nothing); a new :meth:`fit` replaces it (and is charged). See
+        :meth:`forget_release`."""
         super().reset_parameters()
-        self.weight, self.last_fit = None, None
+        self._cache = None
+
+    def forget_release(self) -> None:
+        """Drop the released head, its fit record and the cached propagation: :meth:`forward` then
+        needs a new (charged) :meth:`fit`."""
+        self._cache = None
+        self.weight, self.last_fit, self.granularity = None, None, None
+
+    @property
+    def has_release(self) -> bool:
+        """Whether a released head is held."""
+        return self.weight is not None
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # type: ignore[override]
         # an unfitted layer has no weight buffer yet: make room for a head of this layer's shape, so
@@ -309,8 +324,9 @@ class PerturbedAPPRConv(SparsePropagation):
             residual = max(self.tol, 64 * 2.0 ** -53 * (z.size(0) + 5) / self.alpha)
             if self._inf_residual(x, edge_index, z) > residual:
                 raise RuntimeError(f"{self.name}: the steps=inf propagation did not converge to the residual "
-                                   f"{residual:.3g} the safe fit's error bound needs; use a finite `steps` or "
-                                   "sampler='float'")
+                                   f"{residual:.3g} the safe fit's error bound needs; use a finite `steps` (e.g. "
+                                   "steps=(0, 20): a truncated series has a bounded error by construction) or a "
+                                   "larger `tol`")
         eta = propagation_error_bound(z.size(0), self.alpha, self.steps, self.in_channels, residual)
         return plan_safe_fit(budget=split_budget(self.epsilon, self.delta), beta=cal.beta,
                              regularization=cal.Lambda + cal.Lambda_prime, dim=self.out_features,
@@ -342,10 +358,13 @@ class PerturbedAPPRConv(SparsePropagation):
                                   epsilon_close=plan.budget.epsilon_close, delta_coupling=plan.budget.delta_coupling)
         params = {**params, "sampler": "safe", "granularity": plan.granularity, "release_std": plan.release_std,
                   "radius": plan.radius}
+        source = RandomSource("cpu", generator=generator, secure=resolve_secure_mode(self.secure_mode, generator))
+        # the samplers' workspace (the d x c draws of B and of the release) before the charge
+        RoundedNoiseSampler("gaussian", plan.release_std / plan.granularity).reserve(
+            self.out_features * self.out_channels, "cpu")
         charge(self.accountant, approximate_dp_event(unit="edge", epsilon=eps, delta=delta, name=self.name,
                                                      mechanism="objective_perturbation_safe", params=params,
                                                      profile=profile), self)
-        source = RandomSource("cpu", generator=generator, secure=resolve_secure_mode(self.secure_mode, generator))
         noise = sample_coupled_objective_noise(plan.noise, source)
         lam = cal.Lambda + cal.Lambda_prime
         c2 = self.constants[1]

@@ -69,14 +69,21 @@ class PrecomputedPropagation(nn.Module):
     layers; ``cached=False`` is refused here): it survives ``copy.deepcopy`` (the copy shares the accountant),
     ``pickle`` / ``torch.save`` and ``state_dict`` (as the layer's ``_extra_state``), so a reloaded model does
     not spend budget again. A saved state never holds the private graph: a reloaded release is reused for the
-    first graph it is called with (see the layer's documentation), so call :meth:`clear_release` before using a
+    first graph it is called with (see the layer's documentation), so call :meth:`forget_release` before using a
     loaded model on a different graph. On top of the layer's cache this module keeps a reference to the last
     output for the very same tensors (same objects, not modified in place), so a training epoch does not even
     re-check the graph; that reference (and the head input :math:`[\mathbf{X} \| \mathbf{Z}]`, which holds the
     caller's features) lives in memory only: ``copy.deepcopy``, ``pickle``, ``torch.save`` and ``state_dict``
     never carry it (a copy answers from the layer's cache). :meth:`reset_parameters` re-initialises the **head
-    only**: the release is paid data, not a parameter; :meth:`clear_release` forgets it (the next forward is a
-    new, charged release).
+    only** (so does ``torch_geometric.nn.inits.reset(model)``): the release is paid data, not a parameter;
+    :meth:`forget_release` forgets it (the next forward is a new, charged release). ``model.double()``,
+    ``model.half()`` or ``model.to(device)`` with the same inputs in that dtype or on that device reuse the
+    release (cast or moved: post-processing), never a new charge.
+
+    **Inference mode.** The model runs under ``torch.no_grad()`` and ``torch.inference_mode()`` (Lightning's
+    ``trainer.validate/test/predict``): a call under inference mode is answered from the layer's cache (or
+    makes the release there, kept as ordinary tensors), and nothing made under inference mode is kept here,
+    so training afterwards works on the same release.
 
     Args:
         propagation (torch.nn.Module): the private propagation, called as
@@ -139,7 +146,7 @@ class PrecomputedPropagation(nn.Module):
             return z
         out = torch.cat([x, z.to(device=x.device, dtype=x.dtype)], dim=-1)
         last = self._last
-        if last is not None and not x.requires_grad:  # a detached input: the concatenation is reusable
+        if last is not None and not x.requires_grad and not out.is_inference():  # the concatenation is reusable
             last.head_input = out
         return out
 
@@ -156,7 +163,9 @@ class PrecomputedPropagation(nn.Module):
             raise ValueError(f"the propagation must return a [N, F'] tensor with N = x.size(0) = {x.size(0)}; "
                              f"got {type(z).__name__} {tuple(getattr(z, 'shape', ()))}")
         z = z.detach()
-        self._last = _LastCall(x, edge_index, z)
+        # inference tensors (made or passed under torch.inference_mode()) track no version counter, and a
+        # later ordinary call could not use them: the layer's cache answers those calls instead
+        self._last = _LastCall(x, edge_index, z) if _trackable(x, edge_index, z) else None
         return z
 
     def _check_input(self, x: Any) -> None:
@@ -172,15 +181,21 @@ class PrecomputedPropagation(nn.Module):
                 "frozen output, encoder(x).detach(), or use precompute_propagation().")
 
     def reset_parameters(self) -> None:
-        """Re-initialise the head. The cached release is kept (it was paid for); see :meth:`clear_release`."""
+        """Re-initialise the head. The cached release is kept (it was paid for); see :meth:`forget_release`."""
         reset(self.head)
 
-    def clear_release(self) -> None:
+    def forget_release(self) -> None:
         """Forget the cached release (here and in the layer): the next forward is a new, charged release."""
         self._last = None
-        reset_layer = getattr(self.propagation, "reset_parameters", None)
-        if callable(reset_layer):
-            reset_layer()
+        # a private layer drops its release; another propagation (APPNP, the non-private reference) its caches
+        forget = getattr(self.propagation, "forget_release", None) or getattr(self.propagation, "reset_parameters",
+                                                                              None)
+        if callable(forget):
+            forget()
+
+    def clear_release(self) -> None:
+        """The former name of :meth:`forget_release`."""
+        self.forget_release()
 
     def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> "PrecomputedPropagation":
         self._last = None  # .to() / .float() / ...: the layer's cache answers on the new device and dtype
@@ -239,6 +254,13 @@ class _LastCall:
     def matches(self, x: Tensor, graph: Any) -> bool:
         return (self.x() is x and x._version == self.x_version and self.graph is not None
                 and self.graph() is graph and getattr(graph, "_version", None) == self.graph_version)
+
+
+def _trackable(*tensors: Any) -> bool:
+    """Whether a :class:`_LastCall` may keep these: no inference tensor (no version counter, and unusable
+    by a later ordinary call)."""
+    return not torch.is_inference_mode_enabled() and not any(
+        isinstance(t, Tensor) and t.is_inference() for t in tensors)
 
 
 def _weak(obj: Any) -> Optional[weakref.ref]:

@@ -2,7 +2,7 @@ r"""ProGAP's perturbed aggregation: one noisy sum of unit rows per stage, at edg
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event
 from ..accounting.validation import check_positive_int
+from ..mechanisms._noise import float_generator
 from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
 from ..utils.adjacency import _csr as csr_matrix
@@ -160,9 +161,10 @@ class ProGAPAggregation(GAPAggregation):
         if grid is not None:
             source = RandomSource(x.device, generator=self.generator,
                                   secure=resolve_secure_mode(self.secure_mode, self.generator))
+        run = self._hop_chain(graph, x.detach().to(torch.float64), grid, source)  # every buffer, before the charge
         event = charge(self.accountant, self.event(grid), self) if self.noise_multiplier > 0 else None  # first
         self.granularity = None if grid is None else grid[0]
-        out = self._hops(graph, x.detach().to(torch.float64), grid, source)[:, x.size(1):]
+        out = run()[:, x.size(1):]
         self._keep_release(out, *key, event=event, granularity=self.granularity)  # the noisy block only
         return torch.cat([own, out], dim=-1).to(out_dtype)
 
@@ -171,22 +173,33 @@ class ProGAPAggregation(GAPAggregation):
                 "num_nodes": self.num_nodes, "normalize_output": self.normalize_output}
 
     @torch.no_grad()
-    def _hops(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
-              source: Optional[RandomSource] = None, out_dtype: torch.dtype = torch.float64) -> Tensor:
+    def _hop_chain(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
+                   source: Optional[RandomSource] = None,
+                   out_dtype: torch.dtype = torch.float64) -> Callable[[], Tensor]:
         """``[normalize(x) || A normalize(x) + Z]`` in ``out_dtype``, the second block renormalised only
-        with ``normalize_output`` (then GAPAggregation's one hop)."""
+        with ``normalize_output`` (then GAPAggregation's one hop). Two stages, as GAPAggregation's: the
+        noise-free sum and every buffer now, the noise in the returned function (after the charge)."""
         if self.normalize_output:
-            return super()._hops(graph, x, grid, source, out_dtype)
+            return super()._hop_chain(graph, x, grid, source, out_dtype)
         crow, col = graph
         adj = csr_matrix(crow, col, torch.ones(col.numel(), dtype=torch.float64, device=col.device))
         own = F.normalize(x, dim=-1)  # unit rows: the sensitivity's premise
-        h = self.propagate(adj, x=own)
-        if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise (GAP's sampler)
-            h = _gap.add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
-        elif self.noise_multiplier > 0:
-            std = self.noise_multiplier * self.sensitivity
-            h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=self.generator)
-        return torch.cat([own, h], dim=-1).to(out_dtype)
+        total = self.propagate(adj, x=own)
+        std = self.noise_multiplier * self.sensitivity
+        generator = float_generator(self.generator, x.device) if grid is None and std > 0 else None
+        if grid is not None:
+            _gap.reserve_grid_gaussian(total, self.noise_multiplier * grid[1], grid[0])
+
+        @torch.no_grad()
+        def run() -> Tensor:
+            h = total
+            if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise (GAP's sampler)
+                h = _gap.add_grid_gaussian_(h, self.noise_multiplier * grid[1], grid[0], source)
+            elif std > 0:
+                h = h + std * torch.randn(h.shape, dtype=h.dtype, device=h.device, generator=generator)
+            return torch.cat([own, h], dim=-1).to(out_dtype)
+
+        return run
 
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"

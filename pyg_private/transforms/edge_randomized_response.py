@@ -5,6 +5,7 @@ import math
 import warnings
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from torch_geometric.data import Data
 from torch_geometric.data.datapipes import functional_transform
@@ -21,6 +22,7 @@ from ..accounting import (
 from ..mechanisms.edge_flipping import flip_edges
 from ..mechanisms.sampler_options import Sampler, check_sampler_options
 from ..mechanisms.randomness import resolve_secure_mode
+from ..nn._call_checks import reject_sampled_batch
 from ..utils import simple_undirected
 from ..utils.graph_validation import declared_num_nodes
 from ._fingerprint import ReleaseFingerprints, crc32_rows
@@ -66,8 +68,13 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
     one edge at that node would randomise different pairs and return different node
     counts. Data without a declared count raise ``ValueError`` before anything is charged.
 
+    **Not on a sampled batch.** Data that carry a sampler's metadata (``n_id``, ``e_id``,
+    ``input_id``, ``num_sampled_nodes``, ...: a ``NeighborLoader`` batch) are refused with the
+    reason, whatever ``symmetrize`` says: the sampled pairs depend on the other private edges.
+    Randomise the whole graph once and sample from the released graph.
+
     Edge attributes (every attribute whose name contains ``edge``, such as ``edge_attr`` and
-    ``edge_weight``, and PyG's ``e_id``) belong to the true edges and are removed, as is a
+    ``edge_weight``) belong to the true edges and are removed, as is a
     sparse ``adj``/``adj_t`` (the true graph). The expected number of
     edges grows to about :math:`(1-q)\,n^2/2`.
 
@@ -148,6 +155,7 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
                                          params=params)
 
     def forward(self, data: Data) -> Data:
+        reject_sampled_batch("EdgeRandomizedResponse", data)  # whatever `symmetrize`: before anything else
         if getattr(data, _MARK, None) is not None and not self.allow_recompose:
             raise ValueError(
                 "these data were already randomised by EdgeRandomizedResponse; a second application is a "
@@ -168,17 +176,23 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
             keep = self.keep_nodes.to(edge_index.device)
             if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= n):
                 raise ValueError(f"`keep_nodes` must lie in [0, {n}); got range [{int(keep.min())}, {int(keep.max())}]")
-        key = self._released.digest(n, edge_index.size(1), crc32_rows(edge_index.t()))
+        if not self.allow_recompose:
+            self._check_release_process()  # a copy in another process cannot see what was released
+        parts = (n, edge_index.size(1), crc32_rows(edge_index.t()))
+        key = self._released.digest(*parts)
+        refusal = (
+            "EdgeRandomizedResponse has already released this exact graph (same nodes and edges). A second "
+            "release flips fresh bits and costs epsilon again; combining the releases removes the noise. This is "
+            "what happens when a noisy transform is a dataset's `transform=` (it runs at every access): use it as "
+            "`pre_transform=` or call it once. Pass allow_recompose=True to release again and be charged again."
+        )
         if key in self._released and not self.allow_recompose:
-            raise ValueError(
-                "EdgeRandomizedResponse has already released this exact graph (same nodes and edges). A second "
-                "release flips fresh bits and costs epsilon again; combining the releases removes the noise. This is "
-                "what happens when a noisy transform is a dataset's `transform=` (it runs at every access): use it as "
-                "`pre_transform=` or call it once. Pass allow_recompose=True to release again and be charged again."
-            )
+            raise ValueError(refusal)
         # the process-wide secure mode may have changed since construction: refuse before charging
         secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else None
-        charge(self.accountant, self.event(), self)
+        # with a shared ledger the guard's fingerprint is checked and recorded in the charge's transaction
+        claim = self._release_claim(parts, np.ones(1, dtype=bool), refusal)
+        charge(self.accountant, self.event(), self, claim=claim)
         data.edge_index = flip_edges(edge_index, n, self.q, keep_nodes=keep, generator=self.generator,
                                      sampler=self.sampler, secure_mode=secure)
         self._released[key] = True

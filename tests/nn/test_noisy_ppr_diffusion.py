@@ -156,7 +156,7 @@ def test_cached_release_is_reused_for_identical_inputs_only():
     assert torch.equal(a, b) and len(acct) == 1
     layer(edge_index=ei, seed_index=torch.tensor([2]), num_nodes=30)
     assert len(acct) == 2
-    layer.reset_parameters()
+    layer.forget_release()
     layer(edge_index=ei, seed_index=torch.tensor([2]), num_nodes=30)
     assert len(acct) == 3
 

@@ -149,7 +149,7 @@ def test_cached_release_is_reused_for_identical_inputs_only(make):
     assert len(acct) == 3
     layer(edge_index=_graph(seed=1), seed_index=torch.tensor([1, 0]), num_nodes=40)  # another graph
     assert len(acct) == 4
-    layer.reset_parameters()
+    layer.forget_release()
     layer(edge_index=_graph(seed=1), seed_index=torch.tensor([1, 0]), num_nodes=40)
     assert len(acct) == 5
     # not cached: every call is charged

@@ -146,7 +146,7 @@ def test_input_requiring_grad_in_training_mode_is_refused_before_any_charge():
     assert len(acct.events) == 1
 
 
-def test_reset_parameters_keeps_the_release_clear_release_forgets_it():
+def test_reset_parameters_keeps_the_release_forget_release_forgets_it():
     acct = PrivacyAccountant()
     model = model_of(acct)
     x, ei = features(), ring(N)
@@ -155,9 +155,12 @@ def test_reset_parameters_keeps_the_release_clear_release_forgets_it():
     model.reset_parameters()
     assert any(not torch.equal(a, b) for a, b in zip(before, model.head.parameters()))
     assert torch.equal(model.released(x, ei), z) and len(acct.events) == 1
-    model.clear_release()
+    model.forget_release()
     model.released(x, ei)
     assert len(acct.events) == 2
+    model.clear_release()  # the former name
+    model.released(x, ei)
+    assert len(acct.events) == 3
 
 
 def _trained(acct):
