@@ -600,6 +600,8 @@ HOLDS_NO_DATA = {
     # exceptions and warnings: a message with public costs and settings
     "pyg_private.accounting.PrivacyBudgetExceeded": "an error message (public costs)",
     "pyg_private.accounting.LedgerProcessError": "an error message (process ids and ranks)",
+    "pyg_private.accounting.OverlappingPartsError": "an error message (part names and counts)",
+    "pyg_private.accounting.UncheckedPartitionWarning": "a warning message (a group's name)",
     "pyg_private.accounting.UntrackedPrivacyWarning": "a warning message (public costs)",
     "pyg_private.accounting.ReleaseInsideDPSGDError": "an error message",
     # an enum of the units

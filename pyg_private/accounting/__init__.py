@@ -26,7 +26,7 @@ from .opacus_bridge import (
     make_private,
     make_private_with_epsilon,
 )
-from .parallel import ParallelScope
+from .parallel import OverlappingPartsError, ParallelScope, UncheckedPartitionWarning
 from .persistent_ledger import PersistentPrivacyAccountant
 from .orders import DEFAULT_ORDERS, check_orders
 from .contractive import (
@@ -75,6 +75,8 @@ __all__ = [
     "PrivacyAccountant",
     "PersistentPrivacyAccountant",
     "LedgerProcessError",
+    "OverlappingPartsError",
+    "UncheckedPartitionWarning",
     "PrivacyBudgetExceeded",
     "UntrackedPrivacyWarning",
     "AccountantReport",

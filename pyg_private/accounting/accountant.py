@@ -35,14 +35,26 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import threading
+import warnings
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from .composition import Composition
 from .errors import LedgerProcessError, PrivacyBudgetExceeded
 from .events import PrivacyEvent
 from .local_ledger import LocalLedger
-from .parallel import ParallelGroup, ParallelScope, active_part, check_group_name, check_part_key, unit_candidates
+from .parallel import (
+    GroupMembership,
+    ParallelGroup,
+    ParallelScope,
+    UncheckedPartitionWarning,
+    active_members,
+    active_part,
+    check_group_name,
+    check_part_key,
+    unit_candidates,
+)
 from .processes import describe_process, distributed_rank, process_identity
 from .report import AccountantReport
 from .units import Unit, as_unit
@@ -76,6 +88,8 @@ class _Change(NamedTuple):
     local: LocalLedger | None = None
     candidates: tuple[Composition, ...] = ()
     exact: bool = True
+    members: Any = None  # what the part's membership check records once the release is charged
+    note: str | None = None  # why the part's membership could not be checked (warned once per group)
 
 
 def _check_budget(unit: Unit, budget: Any) -> tuple[float, float]:
@@ -142,6 +156,8 @@ class PrivacyAccountant:
         self._central: dict[Unit, Composition] = {}  # the sequential events of each central unit
         self._local = LocalLedger()
         self._groups: dict[str, ParallelGroup] = {}
+        self._members: dict[str, GroupMembership] = {}  # in memory only: the ids announced to open groups
+        self._member_key: bytes | None = None  # keys the digests of whole graphs; in memory only
         self._candidates: dict[Unit, tuple[tuple[Composition, ...], bool]] = {}
         self._owner: tuple[int, str] | None = process_identity()  # the process whose ledger this is
         self._any_rank = False  # True: charged on a torch.distributed rank other than 0 on purpose
@@ -230,7 +246,7 @@ class PrivacyAccountant:
             for epoch in range(epochs):
                 with acct.parallel(f"epoch-{epoch}") as part:      # one epoch's batches are disjoint
                     for i, batch in enumerate(loader):              # a DataLoader of whole graphs
-                        with part(i):
+                        with part(i, batch):                        # announced with its members
                             out = layer(batch.x, batch.edge_index)  # charged to part i
 
         Each release made inside ``part(i)`` is charged to part ``i``; a part's releases compose
@@ -241,14 +257,29 @@ class PrivacyAccountant:
         the budget. Releases inside the ``with parallel(...)`` block but outside every part are
         sequential (they may read every part).
 
-        It is **your** claim that the parts are disjoint, and it holds only if the partition is
-        fixed by a rule that does not look at the private data (the graphs of a dataset, a
-        random or public node assignment; *not* a METIS partition of the private graph, and
-        *not* ``NeighborLoader`` batches, which overlap), and each release reads only its part:
-        at edge level, the part's induced subgraph (an edge between two parts is in no part,
-        which is fine); at node level, also nothing of a node outside the part (its full-graph
-        degree, a halo copy). Unit ``"local"`` is already per node: local releases in a part
-        are charged per node as usual.
+        **Checked where the parts name their members.** ``part(i, batch)`` (a ``Data`` with its
+        global node ids ``n_id``, or a ``Batch`` of a graph dataset), ``part(i, nodes=...)``,
+        ``part(i, edges=...)`` or ``part(i, graphs=...)`` announce what part ``i`` holds; before a
+        release is charged to it, the accountant checks that no other part of the group charged on
+        the same unit holds any of it (at edge level the undirected edges, else the nodes; at node
+        level the nodes; or whole graphs), and raises :class:`~pyg_private.accounting.parallel.
+        OverlappingPartsError` naming the overlap otherwise, before anything is charged. A
+        neighbour-sampled batch (``NeighborLoader``: ``input_id``, ``num_sampled_nodes``) is refused
+        outright. The ids are kept in memory while the group is open (12 bytes per id), never saved.
+        A part announced without identities works as before, with an
+        :class:`~pyg_private.accounting.parallel.UncheckedPartitionWarning` (once per group).
+
+        **What the check cannot see**, and stays your claim: that the partition is fixed by a
+        rule that does not look at the private data (node-id ranges, a public attribute, a random
+        split, the graphs of a dataset). A partition computed from the private graph is not
+        parallel composition even when its parts are disjoint: by **degree** (one edge added
+        changes two degrees, moves its endpoints, and the threshold, between parts, so the
+        neighbouring graph's parts differ in several places, and the cost is that of every part
+        that changes), by METIS (``ClusterData``), by a sampler. Nor can it see that each release
+        reads only its part: at edge level, the part's own edges (an edge between two parts is in
+        no part, which is fine); at node level, also nothing of a node outside the part (its
+        full-graph degree, a halo copy). Unit ``"local"`` is already per node: local releases in a
+        part are charged per node as usual.
 
         Args:
             name (str, optional): the group's name, shown in reports and saved in the state;
@@ -257,9 +288,10 @@ class PrivacyAccountant:
                 one per epoch, as batches of different epochs overlap).
 
         Returns:
-            ParallelScope: a context manager; ``part(i)`` (``i`` an ``int`` or ``str``) is the
-            context of part ``i``. The current part is kept per thread / task: another thread
-            enters ``part(i)`` itself, or calls :meth:`register` with ``partition=(name, i)``.
+            ParallelScope: a context manager; ``part(i, ...)`` (``i`` an ``int`` or ``str``) is the
+            context of part ``i`` (see :meth:`ParallelScope.__call__`). The current part is kept per
+            thread / task: another thread enters ``part(i)`` itself, or calls :meth:`register` with
+            ``partition=(name, i)`` (a part announced with its members in one thread stays checked).
         """
         return ParallelScope(self, None if name is None else check_group_name(name))
 
@@ -280,6 +312,7 @@ class PrivacyAccountant:
 
     def _close_group(self, name: str) -> None:
         with self._lock:
+            self._membership_of().pop(name, None)  # no part can join any more: the ids are dropped
             group = self._groups.get(name)
             if group is None or group.closed:
                 return
@@ -300,6 +333,26 @@ class PrivacyAccountant:
         with self._lock:
             group = self._groups.get(name)
             return [] if group is None else list(group.parts)
+
+    def _membership_of(self) -> dict[str, GroupMembership]:
+        """The membership checks of the open groups (absent from an accountant of an older version)."""
+        members = self.__dict__.get("_members")
+        if members is None:
+            members = self.__dict__["_members"] = {}
+        return members
+
+    def _membership_secret(self) -> bytes:
+        """The key of the digests that name whole graphs (in memory only, per accountant)."""
+        with self._lock:
+            if self.__dict__.get("_member_key") is None:
+                self._member_key = secrets.token_bytes(16)
+            return self._member_key
+
+    def _check_membership(self, event: PrivacyEvent, target: tuple[str, Any]) -> tuple[Any, str | None]:
+        """Check the members announced for part ``target`` against the group's other parts (raises
+        :class:`OverlappingPartsError`); what to record, and a note when it could not be checked."""
+        membership = self._membership_of().setdefault(target[0], GroupMembership())
+        return membership.check(target[0], target[1], event.unit, active_members(self, target))
 
     def _resolve_partition(self, partition: Any) -> tuple[str, Any] | None:
         if partition is None:
@@ -326,9 +379,12 @@ class PrivacyAccountant:
             result = unit_candidates(seq, groups, unit)
         return result
 
-    def _prospective(self, event: PrivacyEvent, target: tuple[str, Any] | None = None) -> tuple[_Change, float | None]:
+    def _prospective(self, event: PrivacyEvent, target: tuple[str, Any] | None = None, *,
+                     charging: bool = False) -> tuple[_Change, float | None]:
         """The unit's new state with ``event`` added (to part ``target`` of a group when given)
-        and, under a budget, its epsilon."""
+        and, under a budget, its epsilon. A part's announced members are checked against the
+        group's other parts first; ``charging`` (a registration, not a :meth:`check`) also warns,
+        once per group, when they could not be."""
         if not isinstance(event, PrivacyEvent):
             raise TypeError(f"expected a PrivacyEvent; got {type(event).__name__}")
         unit = event.unit
@@ -342,10 +398,12 @@ class PrivacyAccountant:
             states = cands
         else:
             group = self._check_group_open(target[0]).add(target[1], event)
+            plan, note = self._check_membership(event, target)  # overlapping parts: refused here
             cands, exact = self._candidates_of(unit, group=group)
-            change = _Change(unit, group=group, candidates=cands, exact=exact)
+            change = _Change(unit, group=group, candidates=cands, exact=exact, members=plan, note=note)
             states = cands
         if unit not in self._budget:
+            self._warn_unchecked(target, change, charging)
             return change, None
         eps_budget, delta_budget = self._budget[unit]
         eps = 0.0
@@ -368,7 +426,17 @@ class PrivacyAccountant:
                 f"release {event.name!r}{where} refused: unit {unit.value!r} would reach epsilon={eps:.6g} "
                 f"at delta={delta_budget:g}, over its budget epsilon={eps_budget:g}. Nothing was released."
             )
+        self._warn_unchecked(target, change, charging)
         return change, eps
+
+    def _warn_unchecked(self, target: tuple[str, Any] | None, change: _Change, charging: bool) -> None:
+        """Once per group, before the release is recorded: its part could not be checked."""
+        if not charging or target is None or change.note is None:
+            return
+        membership = self._membership_of().get(target[0])
+        if membership is not None and not membership.warned:
+            warnings.warn(change.note, UncheckedPartitionWarning, stacklevel=4)
+            membership.warned = True
 
     def _epsilon_of(self, state: Composition | LocalLedger, delta: float, use_pld: bool | None = None) -> float:
         use_pld = self.pld if use_pld is None else use_pld
@@ -409,7 +477,7 @@ class PrivacyAccountant:
         self._check_owner()  # before the lock: an inherited lock may be held by a thread that is gone
         target = self._resolve_partition(partition)
         with self._lock:
-            change, _ = self._prospective(event, target)
+            change, _ = self._prospective(event, target, charging=True)
             self._commit(event, change, None if event.unit is Unit.LOCAL else target)  # nothing here can fail
         return event
 
@@ -421,6 +489,8 @@ class PrivacyAccountant:
                 self._central[change.unit] = change.seq
             if change.group is not None:
                 self._groups[change.group.name] = change.group
+                if change.members is not None:
+                    self._membership_of().setdefault(change.group.name, GroupMembership()).record(change.members)
             self._candidates[change.unit] = (change.candidates, change.exact)
         group, part = target if target is not None else (None, None)
         last = self._runs[-1] if self._runs else None
@@ -492,10 +562,17 @@ class PrivacyAccountant:
         return max(self._epsilon_of(state, delta) for state in self._states(unit))
 
     def _planned_epsilon(self, event: PrivacyEvent | list[tuple[PrivacyEvent, int]], delta: float, *,
-                         repeat: int = 1, use_pld: bool | None = None, conversion: str | None = None) -> float:
+                         repeat: int = 1, use_pld: bool | None = None, conversion: str | None = None,
+                         partition: tuple[str, Any] | None = None, part_only: bool = False) -> float:
         """The unit's epsilon at ``delta`` if ``event`` were charged ``repeat`` more times, sequentially
         (or each ``(event, repeat)`` of a list, in order, all of one unit); nothing is recorded and
-        no budget is checked."""
+        no budget is checked.
+
+        With ``partition=(group, part)`` the events are charged to that part of an open parallel
+        group, as a release inside ``part(i)`` will be, and the figure is the group's (its worst
+        part, with the releases outside the group). ``part_only``: only the selections through
+        that part (the figure's part that grows with the events; see :meth:`_partition_floor`).
+        """
         planned = [(event, repeat)] if isinstance(event, PrivacyEvent) else list(event)
         units = {e.unit for e, _ in planned}
         if len(units) != 1 or Unit.LOCAL in units:
@@ -503,11 +580,37 @@ class PrivacyAccountant:
         unit = units.pop()
         use_pld = self.pld if use_pld is None else use_pld
         with self._lock:
-            seq = self._central.get(unit, Composition())
-            for e, n in planned:
-                for _ in range(n):
-                    seq = seq.add(e)
-            states, _ = self._candidates_of(unit, seq=seq)
+            if partition is None:
+                seq = self._central.get(unit, Composition())
+                for e, n in planned:
+                    for _ in range(n):
+                        seq = seq.add(e)
+                states, _ = self._candidates_of(unit, seq=seq)
+            else:
+                name, key = partition
+                group = self._check_group_open(name)
+                for e, n in planned:
+                    for _ in range(n):
+                        group = group.add(key, e)
+                if part_only:
+                    group = ParallelGroup(name, parts={key: group.parts[key]})
+                states, _ = self._candidates_of(unit, group=group)
+        return max(s.epsilon(delta, conversion=conversion or self.conversion, use_pld=use_pld) for s in states)
+
+    def _partition_floor(self, unit: str | Unit, delta: float, partition: tuple[str, Any], *,
+                         use_pld: bool | None = None, conversion: str | None = None) -> float:
+        """The unit's epsilon at ``delta`` over the selections that avoid part ``partition`` of its
+        group (the group's other parts, with the releases outside the group): what no release in
+        that part can change. 0 when the group has no other part on the unit."""
+        unit = as_unit(unit)
+        use_pld = self.pld if use_pld is None else use_pld
+        with self._lock:
+            name, key = partition
+            group = self._check_group_open(name)
+            others = {k: v for k, v in group.parts.items() if k != key and unit in v}
+            if not others:
+                return 0.0
+            states, _ = self._candidates_of(unit, group=ParallelGroup(name, parts=others))
         return max(s.epsilon(delta, conversion=conversion or self.conversion, use_pld=use_pld) for s in states)
 
     def _worst(self, unit: Unit, delta: float) -> Composition | LocalLedger:
@@ -722,6 +825,10 @@ class PrivacyAccountant:
             state["_groups"] = dict(self._groups)
         del state["_lock"]
         state["_candidates"] = {}  # derived; rebuilt on demand
+        # the ids announced to parallel groups can reveal edges (a batch's members): never copied or
+        # saved. A copy checks only the parts announced to it after it was made
+        state["_members"] = {}
+        state["_member_key"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

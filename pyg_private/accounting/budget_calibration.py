@@ -13,12 +13,15 @@ such that the ledger, the release and the ``reserve`` of planned releases still 
     make = lambda eps: objective_perturbation_event(calibrate_objective_perturbation(epsilon=eps, ...))
     eps = largest_affordable_epsilon(acct, make, reserve=[later])
     # ... fit GCON at (eps, delta); the aggregation still fits afterwards
+
+Inside a part of a parallel group (``with part(i):``) the release will be charged to that part, and
+the search asks for the group's figure (its worst part), not for a sequential release on top of it.
 """
 from __future__ import annotations
 
 import copy
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .accountant import PrivacyAccountant
 from .errors import PrivacyBudgetExceeded
@@ -35,20 +38,27 @@ def largest_affordable_epsilon(
     reserve: Sequence[PrivacyEvent] = (),
     max_epsilon: float = 100.0,
     rtol: float = 1e-4,
+    partition: tuple[str, Any] | None = None,
 ) -> float:
     """The largest target ``epsilon`` whose event ``make_event(epsilon)`` fits the accountant's budget
     together with the events already recorded and the planned ``reserve`` events.
 
-    Nothing is recorded: the search runs on a copy of the ledger. The answer lands on the safe
-    side (its event passes :meth:`PrivacyAccountant.check`) and within ``rtol`` (relative) of the
-    largest such epsilon, assuming the cost of ``make_event(epsilon)`` grows with ``epsilon``.
+    Nothing is recorded: the search runs on an in-memory copy of the ledger (of a
+    :class:`~pyg_private.accounting.PersistentPrivacyAccountant` too: its copies would be handles
+    on the same file, and the planned ``reserve`` would be charged for real). The answer lands on
+    the safe side (its event passes :meth:`PrivacyAccountant.check`, in the same part) and within
+    ``rtol`` (relative) of the largest such epsilon, assuming the cost of ``make_event(epsilon)``
+    grows with ``epsilon``.
 
     Args:
         accountant: the ledger, with a budget on the unit ``make_event`` charges.
         make_event: builds the release's event from its target epsilon (e.g. a calibration).
-        reserve: events of releases that will follow and must still fit.
+        reserve: events of releases that will follow and must still fit; planned as sequential
+            releases (the safe side, wherever they will be made).
         max_epsilon: the largest target tried.
         rtol: relative precision.
+        partition: ``(group name, part)`` of an open parallel group the release will be charged to
+            (default: the part entered in this thread, if any): the group then costs its worst part.
 
     Raises:
         ValueError: the unit has no budget, or ``reserve`` alone no longer fits, or not even a
@@ -57,7 +67,10 @@ def largest_affordable_epsilon(
     if not isinstance(accountant, PrivacyAccountant):
         raise TypeError(f"`accountant` must be a PrivacyAccountant; got {type(accountant).__name__}")
     hi = check_epsilon(max_epsilon, "max_epsilon")
-    trial = copy.deepcopy(accountant)
+    where = accountant._resolve_partition(partition)  # the copy is another object: the part is named for it
+    # an in-memory copy: a subclass's copies (a persistent ledger's) may share its storage
+    trial = (copy.deepcopy(accountant) if type(accountant) is PrivacyAccountant
+             else PrivacyAccountant.from_state_dict(accountant.state_dict()))
     for ev in reserve:
         try:
             trial.register(ev)
@@ -69,7 +82,7 @@ def largest_affordable_epsilon(
         if event.unit.value not in trial.budget:
             raise ValueError(f"unit {event.unit.value!r} has no budget in the accountant: nothing to calibrate to")
         try:
-            trial.check(event)
+            trial.check(event, partition=where)
         except PrivacyBudgetExceeded:
             return False
         return True

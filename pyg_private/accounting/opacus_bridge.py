@@ -195,11 +195,23 @@ def _calibrating_engine_accountant() -> OpacusAccountant | None:
     return None
 
 
+def _calibration_target() -> float | None:
+    """The ``target_epsilon`` of Opacus' ``get_noise_multiplier`` running in this thread, if any."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "get_noise_multiplier":
+            target = frame.f_locals.get("target_epsilon")
+            return float(target) if isinstance(target, (int, float)) else None
+        frame = frame.f_back
+    return None
+
+
 class _OpacusCalibration(IAccountant):
     """What Opacus' ``get_noise_multiplier(accountant="pyg_private")`` instantiates: the epsilon of
     its trial ``history`` on top of the calling engine's ledger (none found: an empty ledger), by
     the Rényi/GDP rules on the integer orders (an upper bound of the ledger's figure, PLD or not),
-    plus a margin of :data:`_CALIBRATION_MARGIN`. Meant for calibration: to train, set
+    plus a margin of :data:`_CALIBRATION_MARGIN`; inside a part of a parallel group, the group's
+    figure (this part with the trial run, or the group's other parts). Meant for calibration: to train, set
     ``engine.accountant = OpacusAccountant(ledger)``, which records every step in the ledger."""
 
     def __init__(self) -> None:
@@ -210,6 +222,9 @@ class _OpacusCalibration(IAccountant):
         self._name = found.name if found is not None else "dp-sgd"
         # without the ledger, cover both conversions: the figure must not exceed either
         self._conversions = (found.accountant.conversion,) if found is not None else ("balle", "standard")
+        # inside a part of a parallel group the steps will be charged there: calibrate on the group's figure
+        self._partition = self._ledger._resolve_partition(None) if found is not None else None
+        self._floor: dict[float, float] = {}
 
     def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
         if self.history and self.history[-1][:2] == (noise_multiplier, sample_rate):
@@ -223,8 +238,19 @@ class _OpacusCalibration(IAccountant):
             return self._ledger.epsilon(self._unit, check_delta(delta))
         planned = [(_step_event(sigma, q, self._unit, self._name, steps=_opacus_steps(q, int(steps)),
                                 orders=_SEARCH_ORDERS), 1) for sigma, q, steps in self.history]
-        eps = max(self._ledger._planned_epsilon(planned, check_delta(delta), use_pld=False, conversion=c)
-                  for c in self._conversions)
+        delta = check_delta(delta)
+        where = self._partition
+        eps = max(self._ledger._planned_epsilon(planned, delta, use_pld=False, conversion=c, partition=where,
+                                                part_only=where is not None) for c in self._conversions)
+        if where is not None:  # the group's other parts, by the ledger's own figure (they do not change)
+            if delta not in self._floor:
+                self._floor[delta] = self._ledger._partition_floor(self._unit, delta, where)
+            floor, target = self._floor[delta], _calibration_target()
+            # the group's figure is max(this part's, floor): below a target the other parts meet, it fits
+            # exactly when this part's does, so Opacus' search is given this part's figure (else it would stop
+            # at the first trial under the target, far from it); otherwise the floor, and the search fails
+            if target is None or floor > target:
+                eps = max(eps, floor)
         return eps * (1.0 + _CALIBRATION_MARGIN)
 
     def __len__(self) -> int:
@@ -252,10 +278,17 @@ def dp_sgd_noise_multiplier(
     unit: str | Unit = Unit.NODE,
     name: str = "dp-sgd",
     rtol: float = 1e-3,
+    partition: tuple[str, Any] | None = None,
 ) -> float:
     r"""The smallest noise multiplier (within ``rtol``) such that ``steps`` DP-SGD steps at
     ``sample_rate``, charged on top of what ``accountant`` has already spent on ``unit``, end at or
     below ``target_epsilon`` at ``target_delta``, and within the unit's budget when it has one.
+
+    **Inside a part of a parallel group** (``with part(i):``, or ``partition=(group, i)``) the steps
+    will be charged to that part, and the run is calibrated against the figure the ledger will then
+    report: the group's worst part (this part with the run, or another part already charged), with
+    the releases outside the group. A target that the other parts already exceed cannot be met;
+    any other can (before, the run was calibrated as if sequential, on top of the group's maximum).
 
     The check is the accountant's own: the ledger with the ``steps`` events added one by one,
     exactly as training will charge them (nothing is recorded). The search first brackets the
@@ -272,6 +305,8 @@ def dp_sgd_noise_multiplier(
         unit (str, optional): the unit DP-SGD protects (default ``"node"``).
         name (str, optional): the steps' event name (default ``"dp-sgd"``).
         rtol (float, optional): relative precision of the multiplier (default ``1e-3``).
+        partition (tuple, optional): ``(group name, part)`` the steps will be charged to (default:
+            the part entered in this thread, if any).
 
     Raises:
         ValueError: the target (or the budget) cannot be met, e.g. the ledger already spends it.
@@ -293,15 +328,41 @@ def dp_sgd_noise_multiplier(
     if budget is not None and budget[1] == 0.0:
         raise ValueError(f"unit {unit.value!r} has a pure-DP budget (delta 0): DP-SGD (Gaussian noise) cannot fit it")
     limits = [(target, delta)] + ([budget] if budget is not None else [])
+    where = accountant._resolve_partition(partition)
+    if where is not None:
+        accountant._check_group_open(where[0])
+    # inside a part, the unit's figure is max(F_part(sigma), floor): the selections through the part grow with
+    # the run, the others (the group's other parts) do not. The floor is the ledger's own figure, computed once
+    # and checked against the limits; the search bounds only F_part (by the Renyi rules first: the other parts'
+    # Renyi figure may exceed a target that their PLD figure meets), and the last check is the ledger's whole
+    # figure, exactly as training will charge it
+    floor = {d: accountant._partition_floor(unit, d, where) if where is not None else 0.0 for _, d in limits}
+    blocked = [(e, d) for e, d in limits if floor[d] > e * (1.0 + 1e-12)]
+    if blocked:
+        e, d = blocked[0]
+        raise ValueError(
+            f"epsilon={e:g} at delta={d:g} cannot be met by a run in part {where[1]!r} of parallel group "
+            f"{where[0]!r}: the group's other parts (with the releases outside the group) already spend "
+            f"epsilon {floor[d]:.4g} on unit {unit.value!r}, and a group costs its worst part")
 
     def ratio(sigma: float, *, use_pld: bool | None, orders: tuple[float, ...] = _SEARCH_ORDERS,
               exact: bool = False) -> float:
         """max over the limits of epsilon / allowed epsilon: the run fits when it is <= 1."""
-        if exact:  # the steps added one by one, as training charges them
-            event, repeat = _step_event(sigma, q, unit, name, orders=orders), steps
-        else:
-            event, repeat = _step_event(sigma, q, unit, name, steps=steps, orders=orders), 1
-        return max(accountant._planned_epsilon(event, d, repeat=repeat, use_pld=use_pld) / e for e, d in limits)
+        if exact:  # the steps added one by one, as training charges them: the ledger's own figure
+            event = _step_event(sigma, q, unit, name, orders=orders)
+            return max(accountant._planned_epsilon(event, d, repeat=steps, use_pld=use_pld, partition=where) / e
+                       for e, d in limits)
+        # below limits that the floor meets, max(F_part, floor) fits exactly when F_part does: search on F_part
+        event = _step_event(sigma, q, unit, name, steps=steps, orders=orders)
+        return max(accountant._planned_epsilon(event, d, use_pld=use_pld, partition=where,
+                                               part_only=where is not None) / e for e, d in limits)
+
+    def spent() -> str:
+        if where is None:
+            return f"on top of what the ledger already spends on unit {unit.value!r} " \
+                   f"(epsilon {accountant.epsilon(unit, delta):.4g})"
+        return (f"in part {where[1]!r} of parallel group {where[0]!r} (the unit's figure now: epsilon "
+                f"{accountant.epsilon(unit, delta):.4g}; the group's other parts: {floor[delta]:.4g})")
 
     def margin(r: float) -> float:
         return r * (1.0 + _CALIBRATION_MARGIN)
@@ -314,10 +375,8 @@ def dp_sgd_noise_multiplier(
         if "already met" not in str(err):
             what = f"target_epsilon={target:g} at target_delta={delta:g}" + (
                 f" within the unit's budget {budget}" if budget is not None else "")
-            raise ValueError(f"{what} cannot be met by {steps} DP-SGD steps at sample_rate={q:g} on top of what "
-                             f"the ledger already spends on unit {unit.value!r} "
-                             f"(epsilon {accountant.epsilon(unit, delta):.4g}): even noise_multiplier={_MAX_SIGMA:g} "
-                             "exceeds it") from None
+            raise ValueError(f"{what} cannot be met by {steps} DP-SGD steps at sample_rate={q:g} {spent()}: even "
+                             f"noise_multiplier={_MAX_SIGMA:g} exceeds it") from None
         upper = 1e-3
 
     # 2. the ledger's own figure (PLD, or the Rényi rules on the whole grid) is tighter: refine below the
@@ -362,6 +421,9 @@ def dp_sgd_noise_multiplier(
     while ratio(sigma, use_pld=None, orders=DEFAULT_ORDERS, exact=True) > 1.0:
         sigma += bump
         bump *= 2.0
+        if sigma > 2 * _MAX_SIGMA:  # the ledger's figure (a bounded group) stays above the target
+            raise ValueError(f"target_epsilon={target:g} at target_delta={delta:g} cannot be met by {steps} DP-SGD "
+                             f"steps at sample_rate={q:g} {spent()}")
     return sigma
 
 
@@ -400,9 +462,11 @@ def make_private_with_epsilon(
     The noise multiplier is :func:`dp_sgd_noise_multiplier` for ``epochs * len(data_loader)``
     steps (or ``steps``) at Opacus' sample rate ``1 / len(data_loader)``, on top of what the
     ledger has already spent on the bridge's unit, within its budget; the run ends at or below
-    ``target_epsilon``. ``module`` is checked first (:func:`check_opacus_model`). The other
-    arguments go to ``engine.make_private``; the chosen multiplier is
-    ``optimizer.noise_multiplier``.
+    ``target_epsilon``. Called inside ``with part(i):`` of a parallel group (where the steps will
+    be charged), it calibrates against the group's figure: the unit ends at or below
+    ``target_epsilon`` with the group costing its worst part. ``module`` is checked first
+    (:func:`check_opacus_model`). The other arguments go to ``engine.make_private``; the chosen
+    multiplier is ``optimizer.noise_multiplier``.
 
     Args:
         engine (opacus.PrivacyEngine): with ``engine.accountant`` an :class:`OpacusAccountant`.

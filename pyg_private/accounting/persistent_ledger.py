@@ -42,6 +42,10 @@ Reading a file written by others replays its new events one by one, exactly as
 :meth:`PrivacyEvent.to_dict`, the same serialisation as :meth:`PrivacyAccountant.state_dict`.
 Each registration is one row (which event, its parallel part, the process id and the time).
 A registration costs one fsync (a few milliseconds on a local disk).
+
+The parallel groups are shared through the file, but the members announced to their parts
+(``part(i, batch)``) stay in the memory of the process that announced them (they can reveal
+edges): the overlap check compares the parts announced in one process.
 """
 from __future__ import annotations
 
@@ -313,6 +317,7 @@ class PersistentPrivacyAccountant(PrivacyAccountant):
         self._central = {}
         self._local = LocalLedger()
         self._groups = {}
+        self._members = {}  # the parts' announced members: this process's, in memory only
         self._candidates = {}
         self._generation = -1
         self._last_seq = 0
@@ -419,25 +424,28 @@ class PersistentPrivacyAccountant(PrivacyAccountant):
             raise TypeError(f"expected a PrivacyEvent; got {type(event).__name__}")
         nodes = None if claim is None else self._check_claim(claim)
         target = self._resolve_partition(partition)
-        with self._transaction(write=True) as conn:
-            self._pull(conn)
-            if claim is not None:
-                digest, merged = self._claim(conn, claim, nodes)
-            change, _ = self._prospective(event, target)
-            stored = None if event.unit is Unit.LOCAL else target
-            event_id, new = self._store_event(conn, event)
-            seq = conn.execute(
-                "INSERT INTO ledger(event_id, count, grp, part, pid, time) VALUES (?, 1, ?, ?, ?, ?)",
-                (event_id, None if stored is None else stored[0], None if stored is None else _encode_part(stored[1]),
-                 os.getpid(), time.time())).lastrowid
-            if claim is not None:
-                conn.execute("INSERT OR REPLACE INTO releases(scope, digest, num_nodes, nodes) VALUES (?, ?, ?, ?)",
-                             (claim.scope, digest, int(merged.size), np.packbits(merged).tobytes()))
-            generation = self._bump(conn)
-        # committed: the memory follows (nothing here can fail)
-        self._commit(event, change, stored)
-        self._remember(event, event_id, new)
-        self._last_seq, self._generation = seq, generation
+        # one lock across the transaction and the memory's update: a parallel part's membership check and its
+        # record (in memory) cannot interleave with another thread's
+        with self._lock:
+            with self._transaction(write=True) as conn:
+                self._pull(conn)
+                if claim is not None:
+                    digest, merged = self._claim(conn, claim, nodes)
+                change, _ = self._prospective(event, target, charging=True)  # overlapping parts refused here
+                stored = None if event.unit is Unit.LOCAL else target
+                event_id, new = self._store_event(conn, event)
+                seq = conn.execute(
+                    "INSERT INTO ledger(event_id, count, grp, part, pid, time) VALUES (?, 1, ?, ?, ?, ?)",
+                    (event_id, None if stored is None else stored[0],
+                     None if stored is None else _encode_part(stored[1]), os.getpid(), time.time())).lastrowid
+                if claim is not None:
+                    conn.execute("INSERT OR REPLACE INTO releases(scope, digest, num_nodes, nodes) VALUES (?, ?, ?, ?)",
+                                 (claim.scope, digest, int(merged.size), np.packbits(merged).tobytes()))
+                generation = self._bump(conn)
+            # committed: the memory follows (nothing here can fail)
+            self._commit(event, change, stored)
+            self._remember(event, event_id, new)
+            self._last_seq, self._generation = seq, generation
         return event
 
     @staticmethod
@@ -599,6 +607,9 @@ class PersistentPrivacyAccountant(PrivacyAccountant):
 
     def _planned_epsilon(self, *args: Any, **kwargs: Any) -> float:
         return self._read(PrivacyAccountant._planned_epsilon, *args, **kwargs)
+
+    def _partition_floor(self, *args: Any, **kwargs: Any) -> float:
+        return self._read(PrivacyAccountant._partition_floor, *args, **kwargs)
 
     def _check_group_open(self, name: str) -> ParallelGroup:
         return self._read(PrivacyAccountant._check_group_open, name)
