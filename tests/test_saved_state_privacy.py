@@ -685,7 +685,7 @@ def test_the_scanner_finds_a_noise_free_output_and_a_generator():
 
 
 def test_perturbed_appr_conv_pickle_drops_the_graph_and_the_diagnostics():
-    """The reviewer's reproduction: fit on a path, pickle, unpickle, read the cache."""
+    """The reported reproduction: fit on a path, pickle, unpickle, read the cache."""
     conv = pnn.PerturbedAPPRConv(F_IN, 2, alpha=0.5, epsilon=1.0, delta=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrackedPrivacyWarning)

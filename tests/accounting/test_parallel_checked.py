@@ -55,7 +55,7 @@ def _mechanism(acct, seed=1):
 
 
 def test_overlapping_neighbourhood_batches_are_refused_before_any_charge_or_noise():
-    # the reviewer's case: ten NeighborLoader-style batches (two hops around 4 seeds each) reported
+    # the reported case: ten NeighborLoader-style batches (two hops around 4 seeds each) reported
     # epsilon 1.00 for ten releases of overlapping edges; in sequence they cost 3.6
     ei = _ring_graph()
     batches = [_neighbourhood_batch(ei, torch.arange(4 * b, 4 * b + 4), hops=2) for b in range(10)]
@@ -296,7 +296,7 @@ def _opacus_part(acct, seed, **private):
 @pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 @pytest.mark.parametrize("announced", [False, True])
 def test_make_private_with_epsilon_inside_a_part_meets_the_groups_target(announced):
-    # the reviewer's case: part 0 spends 0.957 (noise 3.217, 8 steps at q = 1/4); DP-SGD calibrated to
+    # the reported case: part 0 spends 0.957 (noise 3.217, 8 steps at q = 1/4); DP-SGD calibrated to
     # epsilon 1 in part 1 raised "cannot be met ... on top of 0.9567": it was calibrated as sequential
     acct = PrivacyAccountant()
     ids = (lambda i: {"nodes": torch.arange(64 * i, 64 * i + 64)}) if announced else (lambda i: {})
