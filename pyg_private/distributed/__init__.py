@@ -10,6 +10,7 @@ from .contractive import DistributedContractiveGraphLayer
 from .gap import DistributedGAPAggregation
 from .noisy_ppr import DistributedNoisyPPRDiffusion
 from .partition import check_partition, even_row_ranges, row_block
+from .root_release import release_on_root
 
 __all__ = [
     # layers
@@ -18,6 +19,8 @@ __all__ = [
     "DistributedNoisyPPRDiffusion",
     # propagations
     "distributed_appr_propagate",
+    # one release per job (rank 0 releases, every process receives it)
+    "release_on_root",
     # partitions
     "even_row_ranges",
     "row_block",

@@ -267,6 +267,24 @@ def scenario_halo(rank: int) -> dict:
     return out
 
 
+def scenario_root_release(rank: int) -> dict:
+    """One release per job: rank 0 releases GAP on the whole graph and every rank receives it; a second
+    release over the budget is refused on both ranks, nothing sent; a wrong `like` is refused alike."""
+    from pyg_private.distributed import release_on_root
+    from pyg_private.nn import GAPAggregation
+
+    ei, x = small_graph()
+    acct = _accountant(rank, 1.2)  # one release of epsilon 1 fits, a second does not
+    layer = GAPAggregation(1, epsilon=1.0, delta=1e-5, accountant=acct) if rank == 0 else None
+    like = torch.empty(N_SMALL, 2 * F_SMALL, dtype=torch.float64)
+    seen = {"first": release_on_root(lambda: layer(x, ei), like)}
+    seen["second"] = _outcome(lambda: release_on_root(lambda: GAPAggregation(1, epsilon=1.0, delta=1e-5,
+                                                                             accountant=acct)(x, ei), like))
+    seen["wrong_like"] = _outcome(lambda: release_on_root(lambda: seen["first"], like[:, :F_SMALL]))
+    seen["events"] = None if acct is None else len(acct)
+    return seen
+
+
 SCENARIOS = {
     "contractive_equal": scenario_contractive_equal,
     "halo": scenario_halo,
@@ -275,6 +293,7 @@ SCENARIOS = {
     "refusal": scenario_refusal,
     "noise": scenario_noise,
     "bad_inputs": scenario_bad_inputs,
+    "root_release": scenario_root_release,
 }
 
 

@@ -213,3 +213,13 @@ def test_gap_noise_matches_the_single_process_distribution(ranks):
     out = torch.cat([s["gap"][:, f:] for s in seen])
     distributed = ((out - clean) ** 2).sum(dim=1).mean().item()
     assert abs(distributed / reference - 1.0) < 0.1, (distributed, reference)
+
+
+def test_release_on_root_is_one_release_per_job(ranks):
+    rank0, rank1 = results_of(ranks, "root_release")
+    assert torch.equal(rank0["first"], rank1["first"])  # the one release, on every rank
+    assert rank0["first"].shape == (300, 16)
+    assert rank0["events"] == 1 and rank1["events"] is None  # charged once, on rank 0
+    for seen in (rank0, rank1):  # over the budget: refused on both ranks, nothing sent
+        assert seen["second"][:2] == ("raised", "PrivacyBudgetExceeded")
+        assert seen["wrong_like"][:2] == ("raised", "ValueError") and "like" in seen["wrong_like"][2]
