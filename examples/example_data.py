@@ -1,4 +1,5 @@
-"""Dataset loading for the examples: every Planetoid and CitationFull graph, BlogCatalog and
+"""Dataset loading for the examples: every Planetoid and CitationFull graph, BlogCatalog, the
+larger real graphs (Facebook Page-Page, Amazon Computers, Coauthor CS, Facebook100 Cornell) and
 CARIBOU's chains, offline from :obj:`$PYG_PRIVATE_DATA` (or downloaded where there is a network).
 
 Names (case-insensitive; see :data:`NAMES`):
@@ -9,8 +10,22 @@ Names (case-insensitive; see :data:`NAMES`):
   and ``CitationFull/Cora``, ``CitationFull/CiteSeer``, ``CitationFull/PubMed`` (the larger
   graphs of the same names);
 * ``BlogCatalog`` (ASU release, no features, multi-label groups; :mod:`pyg_private.datasets`);
+* ``Facebook`` (Facebook Page-Page, MUSAE release, Rozemberczki et al. 2021; PyG's
+  :class:`~torch_geometric.datasets.FacebookPagePage`; the offline copy has the 4,714 binary
+  description features, PyG's download a 128-column reduction; 179 self-loops);
+* ``Computers`` (Amazon Computers) and ``CS`` (Coauthor CS), Shchur et al. 2018 (PyG's
+  :class:`~torch_geometric.datasets.Amazon` and :class:`~torch_geometric.datasets.Coauthor`;
+  also ``Amazon/Computers``, ``Coauthor/CS``);
+* ``Cornell`` (Facebook100 Cornell, Traud et al. 2012, as distributed by LINKX, Lim et al. 2021;
+  PyG's :class:`~torch_geometric.datasets.LINKXDataset` ``"cornell5"``: label gender) and
+  ``Cornell-year`` (the same graph with GAP's class-year task:
+  :func:`pyg_private.datasets.load_facebook100`). In both, ``y = -1`` marks an unknown label:
+  such nodes belong to no split;
 * ``Chain-S``, ``Chain-M``, ``Chain-L``, ``Chain-X`` (CARIBOU's synthetic chains, generated
   per seed with their own split).
+
+No graph is cleaned here (self-loops, isolated nodes and unlabelled nodes are kept as the PyG
+class returns them).
 
 A dataset that is neither in :obj:`$PYG_PRIVATE_DATA` nor already in the cache raises
 :class:`DatasetUnavailable`, whose message names the files to download and where to put them;
@@ -28,13 +43,15 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from torch_geometric.data import Data
 
-from pyg_private.datasets import CHAIN_PRESETS, cache_dir, data_dir, load_blogcatalog, load_chain, resolve_root
+from pyg_private.datasets import (CHAIN_PRESETS, cache_dir, data_dir, load_blogcatalog, load_chain,
+                                  load_facebook100, resolve_root)
 
 __all__ = ["NAMES", "DatasetSpec", "DatasetUnavailable", "spec", "load_dataset", "load_or_exit",
            "add_dataset_argument", "check_node_classification", "file_stem", "EXTRA"]
@@ -42,6 +59,10 @@ __all__ = ["NAMES", "DatasetSpec", "DatasetUnavailable", "spec", "load_dataset",
 _PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 _CITATION_FULL_URL = "https://github.com/abojchevski/graph2gauss/raw/master/data"
 _PLANETOID_EXT = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+_FACEBOOK_PAGE_URL = "https://graphmining.ai/datasets/ptg/facebook.npz"
+_MUSAE_URL = "https://snap.stanford.edu/data/facebook-large-page-page-network.html"
+_SHCHUR_URL = "https://github.com/shchur/gnn-benchmark/raw/master/data/npz"
+_LINKX_URL = "https://github.com/CUAI/Non-Homophily-Large-Scale/raw/master/data/facebook100"
 
 #: Extra loaders by name, ``seed -> Data`` (the tests register synthetic graphs here).
 EXTRA: dict[str, Callable[[int], Data]] = {}
@@ -51,15 +72,18 @@ EXTRA: dict[str, Callable[[int], Data]] = {}
 class DatasetSpec:
     """Where a named dataset comes from."""
 
-    collection: str  # "Planetoid", "CitationFull", "BlogCatalog", "Chain", "extra"
+    collection: str  # "Planetoid", "CitationFull", "BlogCatalog", "FacebookPagePage", "Amazon",
+                     # "Coauthor", "LINKX", "Chain", "extra"
     name: str        # the name the PyG class (or loader) takes
     label: str       # how the examples print it
+    target: Optional[str] = None  # LINKX only: the Facebook100 column that pyg_private's
+                                  # load_facebook100 takes as label (None: PyG's LINKXDataset)
 
     @property
     def raw_subdir(self) -> str:
-        if self.collection == "Planetoid":
+        if self.collection in ("Planetoid", "Amazon", "Coauthor"):
             return f"{self.name}/raw"
-        if self.collection == "CitationFull":
+        if self.collection in ("CitationFull", "LINKX"):
             return f"{self.name.lower()}/raw"
         return "raw"
 
@@ -71,6 +95,14 @@ class DatasetSpec:
             return [f"{self.name.lower()}.npz"]
         if self.collection == "BlogCatalog":
             return ["edges.csv", "group-edges.csv", "nodes.csv", "groups.csv"]
+        if self.collection == "FacebookPagePage":
+            return ["facebook.npz"]
+        if self.collection == "Amazon":
+            return [f"amazon_electronics_{self.name.lower()}.npz"]
+        if self.collection == "Coauthor":
+            return [f"ms_academic_{self.name[:3].lower()}.npz"]
+        if self.collection == "LINKX":
+            return ["data.mat"]
         return []
 
 
@@ -82,12 +114,18 @@ for _n, _label in (("Cora_ML", "Cora-ML"), ("DBLP", "DBLP")):
     _SPECS[_n.lower()] = _SPECS[f"citationfull/{_n.lower()}"] = DatasetSpec("CitationFull", _n, _label)
 _SPECS["cora-ml"] = _SPECS["cora_ml"]
 _SPECS["blogcatalog"] = DatasetSpec("BlogCatalog", "BlogCatalog", "BlogCatalog")
+_SPECS["facebook"] = _SPECS["facebookpagepage"] = DatasetSpec("FacebookPagePage", "FacebookPagePage", "Facebook")
+_SPECS["computers"] = _SPECS["amazon/computers"] = DatasetSpec("Amazon", "Computers", "Computers")
+_SPECS["cs"] = _SPECS["coauthor/cs"] = DatasetSpec("Coauthor", "CS", "CS")
+_SPECS["cornell"] = _SPECS["cornell5"] = DatasetSpec("LINKX", "cornell5", "Cornell")
+_SPECS["cornell-year"] = _SPECS["cornell_year"] = DatasetSpec("LINKX", "cornell5", "Cornell-year", target="year")
 for _n in CHAIN_PRESETS:
     _SPECS[_n.lower()] = DatasetSpec("Chain", _n, _n)
 
 #: The names the examples accept (aliases aside).
 NAMES = ("Cora", "CiteSeer", "PubMed", "Cora_ML", "DBLP", "CitationFull/Cora", "CitationFull/CiteSeer",
-         "CitationFull/PubMed", "BlogCatalog", *CHAIN_PRESETS)
+         "CitationFull/PubMed", "BlogCatalog", "Facebook", "Computers", "CS", "Cornell", "Cornell-year",
+         *CHAIN_PRESETS)
 
 
 class DatasetUnavailable(RuntimeError):
@@ -115,6 +153,14 @@ def _how_to_get(s: DatasetSpec, target: Path) -> str:
         what = f"{_PLANETOID_URL}/ind.{s.name.lower()}.{{{','.join(_PLANETOID_EXT)}}}"
     elif s.collection == "CitationFull":
         what = f"{_CITATION_FULL_URL}/{s.name.lower()}.npz"
+    elif s.collection == "FacebookPagePage":
+        what = (f"{_FACEBOOK_PAGE_URL} (PyG's copy, 128 reduced features; the 4,714-feature version is "
+                f"the MUSAE release at {_MUSAE_URL}, its facebook_edges, facebook_features and "
+                "facebook_target turned into the npz keys edges, features (dense), target)")
+    elif s.collection in ("Amazon", "Coauthor"):
+        what = f"{_SHCHUR_URL}/{s.raw_files[0]}"
+    elif s.collection == "LINKX":
+        what = f"{_LINKX_URL}/{s.name.capitalize()}.mat, saved as {s.raw_files[0]},"
     else:
         what = (f"the files {', '.join(s.raw_files)} of the ASU social-computing release of BlogCatalog "
                 "(Tang & Liu 2009; 10,312 nodes, 333,983 edges, 39 groups; no stable public URL)")
@@ -145,8 +191,10 @@ def _root(s: DatasetSpec) -> str:
 def load_dataset(name: str, *, seed: int = 0) -> Data:
     """The graph ``name`` as a :class:`~torch_geometric.data.Data`.
 
-    Planetoid graphs carry their public split masks; CitationFull graphs and BlogCatalog carry
-    none; a chain is generated from ``seed`` (features and split), the others ignore ``seed``.
+    Planetoid graphs carry their public split masks; the other real graphs carry none; a chain
+    is generated from ``seed`` (features and split), the others ignore ``seed``. ``Cornell`` and
+    ``Cornell-year`` mark unknown labels with ``y = -1``. Nothing is cleaned (self-loops, isolated
+    and unlabelled nodes are kept).
 
     Raises:
         ValueError: for an unknown name.
@@ -167,6 +215,24 @@ def load_dataset(name: str, *, seed: int = 0) -> Data:
             from torch_geometric.datasets import CitationFull
 
             return CitationFull(root, s.name)[0]
+        if s.collection == "FacebookPagePage":
+            from torch_geometric.datasets import FacebookPagePage
+
+            return FacebookPagePage(root)[0]
+        if s.collection == "Amazon":
+            from torch_geometric.datasets import Amazon
+
+            return Amazon(root, s.name)[0]
+        if s.collection == "Coauthor":
+            from torch_geometric.datasets import Coauthor
+
+            return Coauthor(root, s.name)[0]
+        if s.collection == "LINKX":
+            if s.target is not None:  # the folder that holds raw/data.mat, inside LINKX's layout
+                return load_facebook100(s.name, root=Path(root) / s.name.lower(), label=s.target)
+            from torch_geometric.datasets import LINKXDataset
+
+            return LINKXDataset(root, s.name)[0]
         return load_blogcatalog(root)
     except Exception as exc:  # a failed download (no network), a missing or broken raw file
         raise DatasetUnavailable(f"{s.label} ({s.collection}) could not be loaded ({type(exc).__name__}: {exc}). "
@@ -216,18 +282,27 @@ def add_dataset_argument(parser: argparse.ArgumentParser, default: str, *, nargs
 
 
 def describe(data: Data, name: str) -> str:
-    """One line: nodes, undirected edges, features, classes."""
+    """One line: nodes, undirected edges, features, classes (from the labels ``y >= 0``; the nodes
+    with ``y = -1``, unknown, are counted apart)."""
     parts = [f"{spec(name).label}: {data.num_nodes} nodes", f"{data.edge_index.size(1) // 2} undirected edges"]
     if data.x is not None:
         parts.append(f"{data.x.size(1)} features")
     if data.y is not None:
-        parts.append(f"{int(data.y.max()) + 1 if data.y.dim() == 1 else data.y.size(1)} classes")
+        if data.y.dim() == 1:
+            known = data.y[data.y >= 0]
+            parts.append(f"{int(known.max()) + 1 if known.numel() else 0} classes")
+            if known.numel() < data.y.numel():
+                parts.append(f"{data.y.numel() - known.numel()} unlabelled nodes (y = -1)")
+        else:
+            parts.append(f"{data.y.size(1)} classes")
     return ", ".join(parts)
 
 
-if __name__ == "__main__":  # python examples/example_data.py NAME ...: what loads here
+if __name__ == "__main__":  # python examples/example_data.py NAME ...: what loads here, and how long it took
     for arg in sys.argv[1:] or NAMES:
+        start = time.perf_counter()
         try:
-            print(describe(load_dataset(arg), arg))
+            line = describe(load_dataset(arg), arg)
         except (ValueError, DatasetUnavailable) as error:
-            print(f"{arg}: {error}")
+            line = f"{arg}: {error}"
+        print(f"{line} [{time.perf_counter() - start:.1f} s]", flush=True)

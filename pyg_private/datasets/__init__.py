@@ -10,6 +10,7 @@ from .blogcatalog import BlogCatalog, blogcatalog_dataset, load_blogcatalog, rea
 from .chain import CHAIN_PRESETS, ChainPreset, chain_dataset, load_chain
 from .cora import cora_dataset, load_cora
 from .cora_ml import cora_ml_dataset, load_cora_ml
+from .facebook100 import Facebook100, facebook100_dataset, load_facebook100, read_facebook100
 from .per_class_split import per_class_split
 from .random_split import random_count_split, random_fraction_split, random_split
 
@@ -29,6 +30,10 @@ __all__ = [
     "load_blogcatalog",
     "blogcatalog_dataset",
     "read_blogcatalog",
+    "Facebook100",
+    "load_facebook100",
+    "facebook100_dataset",
+    "read_facebook100",
     # synthetic graphs
     "ChainPreset",
     "CHAIN_PRESETS",
