@@ -144,7 +144,7 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
             "paper_best": paper_value("best", method, dataset, eps),
             "epsilon_spent": max(spent), "noise_std": runs[0].noise_std,
             "noise_multiplier": runs[0].noise_multiplier, "configs_searched": len(grid),
-            "K": config.stages if method == "progap" else config.K if method != "mlp" else 0,
+            "K": config.K if method == "progap" else config.K if method != "mlp" else 0,
             "contraction": config.contraction if method == "caribou" else "",
             "alpha1": config.alpha1 if method == "caribou" else "", "beta": config.beta if method == "caribou" else "",
             "hidden": config.hidden,

@@ -74,7 +74,7 @@ def grids(mode: str) -> dict[str, list[CaribouConfig | ProGAPConfig]]:
         return {"caribou": [dataclasses.replace(base, method="caribou", K=2)],
                 "gap": [dataclasses.replace(base, method="gap", K=1)],
                 "mlp": [dataclasses.replace(base, method="mlp")],
-                "progap": [ProGAPConfig(stages=1, epochs=20)]}
+                "progap": [ProGAPConfig(K=1, epochs=20)]}
     if mode == "quick":
         return {
             "caribou": config_grid(dataclasses.replace(base, method="caribou"), K=(1, 2), contraction=(0.9,),

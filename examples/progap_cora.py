@@ -61,10 +61,10 @@ def progap_grid(quick: bool) -> list[ProGAPConfig]:
     """The authors' grid (learning rate x base layers x stages) and the small-graph variant's (stages x
     width); quick: the first learning rate and base depth, stages 1 to 3, and the variant at width 16."""
     if quick:
-        return (config_grid(AUTHORS, lr=(1e-2,), base_layers=(1,), stages=(1, 2, 3))
-                + config_grid(SMALL_GRAPH, stages=(1, 2), hidden=(16,)))
-    return (config_grid(AUTHORS, lr=(1e-2, 5e-2), base_layers=(1, 2), stages=(1, 2, 3, 4))
-            + config_grid(SMALL_GRAPH, stages=(1, 2, 3, 4), hidden=(16, 64)))
+        return (config_grid(AUTHORS, lr=(1e-2,), base_layers=(1,), K=(1, 2, 3))
+                + config_grid(SMALL_GRAPH, K=(1, 2), hidden=(16,)))
+    return (config_grid(AUTHORS, lr=(1e-2, 5e-2), base_layers=(1, 2), K=(1, 2, 3, 4))
+            + config_grid(SMALL_GRAPH, K=(1, 2, 3, 4), hidden=(16, 64)))
 
 
 def gap_grid(quick: bool) -> list[CaribouConfig]:
@@ -157,10 +157,10 @@ def main() -> None:
                    "configs_searched": len(grid), "seconds": time.perf_counter() - t0}
             if method == "ProGAP":
                 mlp, _ = mean_std([100 * r.stage_test_accuracy[0] for r in runs])
-                row.update(stages=config.stages, hidden=config.hidden, dropout=config.dropout,
+                row.update(stages=config.K, hidden=config.hidden, dropout=config.dropout,
                            weight_decay=config.weight_decay, lr=config.lr, base_layers=config.base_layers,
                            combine=config.combine, selected_stages=" ".join(str(r.stage) for r in runs), stage0_mlp_test_mean=mlp)
-                chosen = (f"K={config.stages} {'authors' if config.combine == 'cat' else 'small-graph variant'} "
+                chosen = (f"K={config.K} {'authors' if config.combine == 'cat' else 'small-graph variant'} "
                           f"lr={config.lr:g} base={config.base_layers} h={config.hidden} "
                           f"stage per run {row['selected_stages']} (stage-0 MLP test {mlp:.1f})")
             else:

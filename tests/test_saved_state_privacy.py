@@ -451,14 +451,14 @@ def _progap_reference(result, **bounds) -> list[torch.Tensor]:
 
 @scenario
 def progap_edge() -> Case:
-    cfg = models.ProGAPConfig(stages=1, hidden=4, epochs=3)
+    cfg = models.ProGAPConfig(K=1, hidden=4, epochs=3)
     result = models.run_progap(private_data(), cfg, epsilon=1.0, delta=1e-3, seed=0)
     return Case({"result": result}, _progap_reference(result))
 
 
 @scenario
 def progap_node() -> Case:
-    cfg = models.ProGAPConfig(stages=1, hidden=4, dp_epochs=1, batch_size=4)
+    cfg = models.ProGAPConfig(K=1, hidden=4, dp_epochs=1, batch_size=4)
     result = models.run_progap(private_data(), cfg, epsilon=8.0, delta=1e-3, level="node", max_degree=3, seed=0,
                                num_classes=2)
     return Case({"result": result}, _progap_reference(result, level="node", max_degree=3))

@@ -66,6 +66,7 @@ from ..transforms import l2_row_normalize
 from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
+from .recipe_inputs import prepare_node_data
 from .selection import select_on_validation
 
 __all__ = ["CaribouConfig", "CaribouResult", "CaribouModel", "config_grid", "run_caribou", "search_caribou",
@@ -87,6 +88,12 @@ class CaribouConfig:
             the ball shrink; rows inside keep their norm).
         epochs, lr, weight_decay, dropout: Adam's epochs, learning rate and weight decay,
             and the dropout of the hidden layers, for the encoder and the head.
+        batch_norm: BatchNorm after every hidden layer at edge level (GAP's and ProGAP's MLPs);
+            node level never normalises across examples (DP-SGD's examples must stay separate).
+        checkpoint: ``"best_val"`` restores each fit's epoch of best validation accuracy, ``"last"``
+            keeps the last; ``None`` (default) is ``"best_val"`` at edge level (features and labels
+            public, the head trained on a release: free) and ``"last"`` at node level, where
+            ``"best_val"`` is refused (it reads private validation labels).
         batch_size, max_grad_norm: DP-SGD's (node level only).
         use_x0: give the head :math:`\mathbf{X}^{(0)}` next to the aggregation. ``False``
             leaves it out: the encoder fits the training nodes' embeddings almost perfectly,
@@ -101,17 +108,19 @@ class CaribouConfig:
     """
 
     method: Method = "caribou"
-    K: int = 6
+    K: int = 2
     contraction: float = 0.9
     alpha1: float = 1.0
     beta: float = 0.0
-    hidden: int = 16
+    hidden: int = 64
     encoder_dim: Optional[int] = 16
     normalize: Literal["normalize", "clip"] = "normalize"
     epochs: int = 100
-    lr: float = 1e-3
+    lr: float = 1e-2
     weight_decay: float = 0.0
     dropout: float = 0.0
+    batch_norm: bool = True
+    checkpoint: Optional[Literal["best_val", "last"]] = None
     batch_size: int = 256
     max_grad_norm: float = 1.0
     use_x0: bool = True
@@ -120,6 +129,8 @@ class CaribouConfig:
     def __post_init__(self) -> None:
         if self.method not in ("caribou", "gap", "mlp"):
             raise ValueError(f"`method` must be 'caribou', 'gap' or 'mlp'; got {self.method!r}")
+        if self.checkpoint not in ("best_val", "last", None):
+            raise ValueError(f"`checkpoint` must be 'best_val', 'last' or None; got {self.checkpoint!r}")
 
 
 @dataclass
@@ -189,20 +200,22 @@ class CaribouModel:
         return self.head(z)
 
 
-def _mlp(channels: list[int], config: CaribouConfig, plain_last: bool = True) -> nn.Module:
-    return MLP(channels, act="selu", norm=None, dropout=float(config.dropout), plain_last=plain_last)
+def _mlp(channels: list[int], config: CaribouConfig, plain_last: bool = True, norm: bool = False) -> nn.Module:
+    return MLP(channels, act="selu", norm="batch_norm" if norm else None, dropout=float(config.dropout),
+               plain_last=plain_last)
 
 
 class MultiInputHead(nn.Module):
     """GAP's classification module: one MLP per input block (``X^(0)``, ``X^(K)``, or every
     hop), their outputs concatenated, then a final MLP."""
 
-    def __init__(self, num_blocks: int, block_channels: int, config: CaribouConfig, out_channels: int) -> None:
+    def __init__(self, num_blocks: int, block_channels: int, config: CaribouConfig, out_channels: int,
+                 norm: bool = False) -> None:
         super().__init__()
         self.block_channels = block_channels
-        self.blocks = nn.ModuleList(_mlp([block_channels, config.hidden], config, plain_last=False)
+        self.blocks = nn.ModuleList(_mlp([block_channels, config.hidden], config, plain_last=False, norm=norm)
                                     for _ in range(num_blocks))
-        self.combine = _mlp([num_blocks * config.hidden, config.hidden, out_channels], config)
+        self.combine = _mlp([num_blocks * config.hidden, config.hidden, out_channels], config, norm=norm)
 
     def forward(self, z: Tensor) -> Tensor:
         parts = z.split(self.block_channels, dim=-1)
@@ -258,9 +271,10 @@ def _check_bounds(data: Data, *, method: str, level: str, min_degree: int, degre
 
 
 def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: float, level: str = "edge",
-                min_degree: int, max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
+                min_degree: Optional[int] = None, max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
                 degree_floor: bool = False, accountant: Optional[PrivacyAccountant] = None,
-                seed: Optional[int] = None, num_classes: Optional[int] = None) -> CaribouResult:
+                seed: Optional[int] = None, num_classes: Optional[int] = None,
+                clean_graph: bool = False) -> CaribouResult:
     """Train and evaluate one configuration on ``data`` (``x``, ``edge_index``, ``y`` and masks).
 
     ``epsilon = math.inf`` runs without noise. ``min_degree`` (with ``degree_floor``) and,
@@ -275,8 +289,20 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     the width of the heads; pass it at node level, where it is otherwise read off the labels
     (``data.y.max() + 1``), which a neighbouring dataset could change if it held the only
     node of the last class and its slot's label were dropped.
+
+    ``min_degree`` is used by ``method="caribou"`` alone; ``None`` declares ``0``, a bound that
+    holds for every graph (isolated nodes included), at the price of the larger sensitivity.
+    ``clean_graph`` drops self-loops and merges duplicate and one-directional entries first (see
+    :mod:`~pyg_private.models.recipe_inputs` for where that is valid); nodes with ``y < 0`` are
+    taken out of the masks with a warning.
     """
     reject_sampled_batch("run_caribou", data)  # a sampled subgraph is refused with the reason, before anything
+    data = prepare_node_data(data, recipe="run_caribou", clean=clean_graph)
+    if min_degree is None:
+        min_degree = 0
+    if level == "node" and config.checkpoint == "best_val":
+        raise ValueError("`checkpoint='best_val'` reads the validation nodes' features and labels, private at node "
+                         "level and charged by no event: use 'last' (or None) at node level")
     if level not in ("edge", "node"):
         raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
     if level == "node" and config.method == "gap":
@@ -313,18 +339,21 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     sigma = node_level_noise_multiplier(epsilon=epsilon, delta=delta, config=config,
                                         num_train=num_train) if node_private else 0.0
 
+    best_val = config.checkpoint == "best_val" or (config.checkpoint is None and level == "edge")
+    norm = config.batch_norm and level == "edge"
+
     def fit(model: nn.Module, features: Tensor, name: str) -> nn.Module:
         if node_private:
             return fit_dp_sgd(model, features, y, train, noise_multiplier=sigma, accountant=acct, epochs=config.epochs,
                               lr=config.lr, batch_size=config.batch_size, max_grad_norm=config.max_grad_norm,
                               name=name, generator=gen, num_examples=num_train)
         return fit_full_batch(model, features, y, train, epochs=config.epochs, lr=config.lr,
-                              weight_decay=config.weight_decay)
+                              weight_decay=config.weight_decay, val_mask=val if best_val else None)
 
     # 1-2. edge-free encoder, rows on the ball
     encoder = None
     if config.encoder_dim is not None:
-        encoder = _mlp([x.size(1), config.hidden, config.encoder_dim], config, plain_last=False)
+        encoder = _mlp([x.size(1), config.hidden, config.encoder_dim], config, plain_last=False, norm=norm)
         fit(nn.Sequential(encoder, nn.Linear(config.encoder_dim, num_classes)), x, "encoder")
         with torch.no_grad():
             x = encoder(x)
@@ -355,12 +384,12 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
 
     # 4. the head on the released features
     blocks = z.size(1) // x0.size(1)
-    head = fit(MultiInputHead(blocks, x0.size(1), config, num_classes) if blocks > 1
-               else _mlp([z.size(1), config.hidden, num_classes], config), z, "head")
+    head = fit(MultiInputHead(blocks, x0.size(1), config, num_classes, norm=norm) if blocks > 1
+               else _mlp([z.size(1), config.hidden, num_classes], config, norm=norm), z, "head")
     candidate, val_acc = "private", accuracy(head, z, y, val)
     if config.edge_free_candidate and layer is not None and not node_private:
         # the edge-free head on X0 alone (post-processing at edge level): kept if it validates better
-        plain = fit(_mlp([x0.size(1), config.hidden, num_classes], config), x0, "edge-free head")
+        plain = fit(_mlp([x0.size(1), config.hidden, num_classes], config, norm=norm), x0, "edge-free head")
         plain_val = accuracy(plain, x0, y, val)
         if plain_val > val_acc:
             candidate, val_acc, head, z, layer = "edge-free", plain_val, plain, x0, None

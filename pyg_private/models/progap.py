@@ -3,7 +3,7 @@ r"""The ProGAP node-classification recipe: progressive training, one perturbed a
 Sajadmanesh and Gatica-Perez, `"ProGAP: Progressive Graph Neural Networks with Differential
 Privacy Guarantees" <https://arxiv.org/abs/2304.08928>`_ (WSDM 2024), Sec. 4, as their code
 (github.com/sisaman/ProGAP: ``core/modules/prog.py``, ``core/nn/nap.py``,
-``core/methods/progap/``) builds it. With ``K`` = ``config.stages`` aggregations, ProGAP trains
+``core/methods/progap/``) builds it. With ``K`` (``config.K``) aggregations, ProGAP trains
 ``K + 1`` stages one after the other on the cached inputs :math:`\mathbf{X}_0` (the node features)
 and :math:`\mathbf{X}_1, \dots, \mathbf{X}_K` (the noisy aggregations):
 
@@ -65,8 +65,11 @@ Training on the cached releases is post-processing.
   has one row per node, and that row is counted. A DP-SGD example is a training node with a
   non-zero feature row: a rule on the node's own data, so that removing a neighbour never
   changes which other nodes are examples. ``max_degree`` is checked before anything is trained
-  or charged; bound the degrees beforehand (ProGAP samples at most ``max_degree`` edges per node;
-  here the bound is declared, never read off the graph). The accuracies are measured on the
+  or charged; it is declared, never read off the graph, and the guarantee covers the graphs whose
+  degrees all lie within it. (ProGAP's code samples at most ``max_degree`` edges per node instead;
+  that is not offered here: which edges of a node survive depends on its other edges, so removing
+  one node can change the kept edges of every one of its neighbours, a number no public bound
+  limits.) The accuracies are measured on the
   present nodes of the masks; stage selection reads validation labels and, like the
   hyperparameter search of the papers, is not charged.
 
@@ -104,7 +107,9 @@ from ..nn.progap_aggregation import ProGAPAggregation, sum_aggregation_node_sens
 from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
-from .selection import select_on_validation
+from .recipe_inputs import prepare_node_data
+from .selection import select_on_validation, select_privately
+from ..accounting.hyperparameter_tuning import TrialDistribution
 
 __all__ = ["ProGAPConfig", "ProGAPResult", "ProGAPModel", "progap_noise_multiplier", "run_progap", "search_progap"]
 
@@ -115,7 +120,7 @@ class ProGAPConfig:
     (see the module notes).
 
     Args:
-        stages: :math:`K`, the number of perturbed aggregations (``K + 1`` trained stages), ``>= 1``.
+        K: the number of perturbed aggregations (``K + 1`` trained stages), ``>= 1``.
         hidden: the width of every hidden layer and embedding :math:`\mathbf{H}_k`.
         base_layers, head_layers: layers of each base MLP (input -> embedding; SELU, then the
             normalisation and dropout, after every layer) and of each head MLP (-> classes; plain
@@ -141,7 +146,7 @@ class ProGAPConfig:
         dp_epochs: the epochs of each stage's DP-SGD at node level (the authors' grid: 5, 10).
     """
 
-    stages: int = 2
+    K: int = 2
     hidden: int = 16
     base_layers: int = 1
     head_layers: int = 1
@@ -161,7 +166,7 @@ class ProGAPConfig:
     dp_epochs: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("stages", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
+        for name in ("K", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
             check_positive_int(getattr(self, name), name)
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"`lr` must be a positive number; got {self.lr!r}")
@@ -354,12 +359,12 @@ def _dp_sgd_plan(num_train: int, config: ProGAPConfig) -> tuple[float, int]:
 
 def _planned_events(sigma: float, *, config: ProGAPConfig, level: str, num_train: int) -> list[PrivacyEvent]:
     """The events a run with noise multiplier ``sigma`` registers (their costs, not their grids)."""
-    events = [gdp_event(unit=level, mu=1.0 / sigma, name=f"progap_aggregation_{k}") for k in range(config.stages)]
+    events = [gdp_event(unit=level, mu=1.0 / sigma, name=f"progap_aggregation_{k}") for k in range(config.K)]
     if level == "node":
         rate, steps = _dp_sgd_plan(num_train, config)
         # the K + 1 fits share sigma, rate and length: one event for all their steps (RDP adds up)
         events.append(subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=rate,
-                                                steps=(config.stages + 1) * steps, name="progap_stages"))
+                                                steps=(config.K + 1) * steps, name="progap_stages"))
     return events
 
 
@@ -401,7 +406,7 @@ def _check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -
 def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float, level: str = "edge",
                accountant: Optional[PrivacyAccountant] = None, max_degree: Optional[int] = None,
                num_nodes: Optional[int] = None, seed: Optional[int] = None,
-               num_classes: Optional[int] = None, sampler: str = "safe") -> ProGAPResult:
+               num_classes: Optional[int] = None, sampler: str = "safe", clean_graph: bool = False) -> ProGAPResult:
     """Train and evaluate ProGAP on ``data`` (``x``, ``edge_index``, ``y``, ``train_mask``,
     ``val_mask``, ``test_mask``; an undirected simple graph).
 
@@ -412,6 +417,9 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     the guarantee). The releases are charged to ``accountant`` (a fresh one when ``None``),
     returned in the result. ``num_classes`` sets the heads' width; pass it at node level, where it
     is otherwise read off the labels. ``sampler`` is the aggregations' (``"safe"`` or ``"float"``).
+    ``clean_graph`` drops self-loops and merges duplicate and one-directional entries first (see
+    :mod:`~pyg_private.models.recipe_inputs` for where that is valid); nodes with ``y < 0`` are
+    taken out of the masks with a warning.
 
     Raises:
         ValueError: a bad argument (``config.checkpoint="best_val"`` at node level) or a graph
@@ -421,6 +429,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     reject_sampled_batch("run_progap", data)  # a sampled subgraph is refused with the reason, before anything
     if not isinstance(config, ProGAPConfig):
         raise TypeError(f"`config` must be a ProGAPConfig; got {type(config).__name__}")
+    data = prepare_node_data(data, recipe="run_progap", clean=clean_graph)
     if level not in ("edge", "node"):
         raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
     private = not (isinstance(epsilon, (int, float)) and math.isinf(epsilon) and epsilon > 0)
@@ -429,8 +438,9 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     delta = check_delta(delta)
     if level == "node":
         if max_degree is None:
-            raise ValueError("node level needs `max_degree`, a public bound on every node's degree (bound the "
-                             "degrees first; ProGAP samples at most max_degree edges per node)")
+            raise ValueError("node level needs `max_degree`, a public bound on every node's degree, declared "
+                             "before seeing the graph (the guarantee covers the graphs whose degrees are all "
+                             "<= max_degree; a graph outside that class is refused)")
         max_degree = check_positive_int(max_degree, "max_degree")
     elif max_degree is not None or num_nodes is not None:
         raise ValueError("`max_degree` and `num_nodes` are node-level bounds; edge level declares none")
@@ -492,11 +502,11 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     layers: list[ProGAPAggregation] = []
     feats, h0 = [_normalise_features(x, config)], None
     inputs = []
-    for k in range(config.stages + 1):
+    for k in range(config.K + 1):
         stage = _new_stage(config, k, feats, num_classes, level, stages[-1] if stages else None)
         inputs.append(_stage_input(config, feats, h0, k))
         stages.append(fit(stage, inputs[k], k).eval())
-        if k == config.stages:
+        if k == config.K:
             break
         layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True, generator=gen,
                                   name=f"progap_aggregation_{k}", sampler=sampler,
@@ -506,7 +516,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
 
     vals = tuple(accuracy(s, z, y, val) for s, z in zip(stages, inputs))
     tests = tuple(accuracy(s, z, y, test) for s, z in zip(stages, inputs))
-    chosen = max(range(len(vals)), key=lambda i: (vals[i], -i)) if config.select_stage else config.stages
+    chosen = max(range(len(vals)), key=lambda i: (vals[i], -i)) if config.select_stage else config.K
     sensitivity = sum_aggregation_node_sensitivity(max_degree) if level == "node" else math.sqrt(2.0)
     return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=vals[chosen], test_accuracy=tests[chosen],
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, level=level,
@@ -515,13 +525,43 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
 
 
 def search_progap(datasets: Sequence[Data], grid: Iterable[ProGAPConfig], *, epsilon: float, delta: float,
-                  seeds: Sequence[int], **kwargs) -> tuple[ProGAPConfig, list[ProGAPResult]]:
+                  seeds: Sequence[Optional[int]], tuning: Optional[TrialDistribution] = None,
+                  accountant: Optional[PrivacyAccountant] = None,
+                  **kwargs) -> tuple[ProGAPConfig, list[ProGAPResult]]:
     """The configuration of ``grid`` with the best mean validation accuracy over the runs
     (``datasets[i]`` with ``seeds[i]``), and that configuration's runs.
 
-    **Not charged:** each candidate spends on its own fresh accountant, as in the papers'
-    hyperparameter searches; only the selected runs' spend is reported.
+    **Not charged** (``tuning=None``): each candidate spends on its own fresh accountant, as in the
+    papers' hyperparameter searches; only the selected runs' spend is reported.
+
+    **Charged** (``tuning`` a :class:`~pyg_private.accounting.hyperparameter_tuning.TruncatedNegativeBinomial`
+    or :class:`~pyg_private.accounting.hyperparameter_tuning.Poisson`): private selection with a
+    random number of trials (Papernot and Steinke, ICLR 2022, Theorems 2 and 6;
+    :func:`~pyg_private.models.selection.select_privately`), edge level, one graph
+    (``datasets=[data]``, ``seeds=[None]``). Each trial runs a uniformly drawn candidate at
+    ``(epsilon, delta)``; the whole search registers **one** event on ``accountant`` before the first
+    trial, so the tuned pipeline has an end-to-end guarantee. The score, the validation accuracy of
+    a model trained on public features and labels and the released aggregations, is post-processing
+    at edge level. Returns the selected configuration and its one run (``[]`` when no trial ran).
     """
-    return select_on_validation(
-        grid, lambda config: [run_progap(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
-                              for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)
+    if tuning is None:
+        return select_on_validation(
+            grid, lambda config: [run_progap(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
+                                  for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)
+    grid = list(grid)
+    if len(datasets) != 1 or list(seeds) != [None] or kwargs.get("level", "edge") != "edge":
+        raise ValueError("a charged search runs on one graph (`datasets=[data]`, `seeds=[None]`) at edge level: "
+                         "every further run on the same graph is a further release")
+    if accountant is None or not isinstance(accountant, PrivacyAccountant):
+        raise ValueError("a charged search needs the `accountant` that pays for it")
+    # every candidate is calibrated to (epsilon, delta): K GDP events of mu = 1/sigma each; the costliest
+    # (largest composed mu) dominates every other at every order
+    costs = [_planned_events(progap_noise_multiplier(epsilon=epsilon, delta=delta, config=c), config=c,
+                             level="edge", num_train=1) for c in grid]
+    trial_cost = max(costs, key=lambda events: sum(e.mu ** 2 for e in events))
+    chosen = select_privately(
+        grid, lambda config, ledger: run_progap(datasets[0], config, epsilon=epsilon, delta=delta, accountant=ledger,
+                                                **kwargs),
+        lambda r: r.val_accuracy, distribution=tuning, trial_cost=trial_cost, accountant=accountant,
+        name="progap_search")
+    return chosen.config, ([] if chosen.run is None else [chosen.run])

@@ -197,7 +197,7 @@ def test_edge_level_one_event_per_stage_registered_before_its_noise(monkeypatch)
     data = _graph()
     acct = PrivacyAccountant()
     log = _spy(monkeypatch, acct)
-    result = run_progap(data, ProGAPConfig(stages=3, **FAST), epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    result = run_progap(data, ProGAPConfig(K=3, **FAST), epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
     assert log == [entry for k in range(3) for entry in (("event", f"progap_aggregation_{k}"), ("noise", None))]
     events = acct.events_of("edge")
     assert len(events) == 3 and all(e.mu == pytest.approx(1.0 / result.noise_multiplier) for e in events)
@@ -211,7 +211,7 @@ def test_node_level_charges_every_stage_jointly_within_the_target(monkeypatch):
     data = _graph()
     acct = PrivacyAccountant()
     log = _spy(monkeypatch, acct)
-    config = ProGAPConfig(stages=2, **FAST)  # batch 256 > 20 training nodes: sampling rate 1 (fast RDP)
+    config = ProGAPConfig(K=2, **FAST)  # batch 256 > 20 training nodes: sampling rate 1 (fast RDP)
     result = run_progap(data, config, epsilon=4.0, delta=1e-3, level="node", max_degree=_max_degree(data),
                         accountant=acct, seed=0)
     aggregations = [i for i, entry in enumerate(log) if entry[1] is not None and "aggregation" in entry[1]]
@@ -231,7 +231,7 @@ def test_node_level_charges_every_stage_jointly_within_the_target(monkeypatch):
 
 @pytest.mark.parametrize("level", ["edge", "node"])
 def test_calibration_never_overshoots_and_is_the_smallest_noise(level):
-    config = ProGAPConfig(stages=3, epochs=10)
+    config = ProGAPConfig(K=3, epochs=10)
     for eps in (0.5, 1.0, 4.0):
         sigma = progap_noise_multiplier(epsilon=eps, delta=1e-5, config=config, level=level, num_train=100)
         at = lambda s: _planned_epsilon(s, config, level)  # noqa: E731
@@ -246,21 +246,21 @@ def _planned_epsilon(sigma, config, level):
 
 
 def test_infinite_epsilon_charges_nothing():
-    result = run_progap(_graph(), ProGAPConfig(stages=2, **FAST), epsilon=math.inf, delta=1e-3, seed=0)
+    result = run_progap(_graph(), ProGAPConfig(K=2, **FAST), epsilon=math.inf, delta=1e-3, seed=0)
     assert len(result.accountant) == 0 and result.noise_std == 0.0
 
 
 def test_bad_input_is_refused_before_any_charge():
     data = _graph()
     acct = PrivacyAccountant()
-    config = ProGAPConfig(stages=2, **FAST)
+    config = ProGAPConfig(K=2, **FAST)
     with pytest.raises(ValueError, match="max_degree"):
         run_progap(data, config, epsilon=1.0, delta=1e-3, level="node", accountant=acct)
     with pytest.raises(ValueError, match="max_degree"):  # a false declaration
         run_progap(data, config, epsilon=1.0, delta=1e-3, level="node", max_degree=_max_degree(data) - 1,
                    accountant=acct)
-    with pytest.raises(ValueError, match="stages"):
-        ProGAPConfig(stages=0)
+    with pytest.raises(ValueError, match="K"):
+        ProGAPConfig(K=0)
     for eps in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="epsilon"):
             run_progap(data, config, epsilon=eps, delta=1e-3, accountant=acct)
@@ -278,7 +278,7 @@ def test_bad_input_is_refused_before_any_charge():
 def test_a_run_past_the_budget_is_refused_before_any_charge():
     data = _graph()
     acct = PrivacyAccountant(budget={"edge": (1.0, 1e-3)})
-    config = ProGAPConfig(stages=2, **FAST)
+    config = ProGAPConfig(K=2, **FAST)
     run_progap(data, config, epsilon=0.5, delta=1e-3, accountant=acct, seed=0)
     before = len(acct)
     with pytest.raises(PrivacyBudgetExceeded):
@@ -293,7 +293,7 @@ def test_end_to_end_the_aggregations_carry_the_graph():
     """Weak features, homophilous graph: without noise the last stage beats the edge-free stage 0 by far;
     the model re-runs on the training graph from its cached releases at no cost."""
     data = _graph(n=150, signal=0.6)
-    config = ProGAPConfig(stages=2, hidden=16, epochs=100, weight_decay=5e-3)
+    config = ProGAPConfig(K=2, hidden=16, epochs=100, weight_decay=5e-3)
     ref = run_progap(data, config, epsilon=math.inf, delta=1e-3, seed=0)
     assert ref.stage_val_accuracy[2] > ref.stage_val_accuracy[0] + 0.15
     private = run_progap(data, config, epsilon=8.0, delta=1e-3, seed=0)

@@ -87,7 +87,7 @@ def test_the_defaults_are_the_authors_but_layerwise():
 
 def test_stage_layout_one_base_per_input_batchnorm_and_unit_rows_before_the_head():
     data = _graph()
-    result = run_progap(data, ProGAPConfig(stages=2, **FAST), epsilon=4.0, delta=1e-3, seed=0)
+    result = run_progap(data, ProGAPConfig(K=2, **FAST), epsilon=4.0, delta=1e-3, seed=0)
     stages = result.model.stages
     assert [len(s.bases) for s in stages] == [1, 2, 3]
     base = stages[2].bases[0]
@@ -104,7 +104,7 @@ def test_stage_layout_one_base_per_input_batchnorm_and_unit_rows_before_the_head
 def test_the_newest_base_is_aggregated_and_the_noisy_sum_is_not_renormalised(monkeypatch):
     data = _graph()
     calls = _spy_releases(monkeypatch)
-    result = run_progap(data, ProGAPConfig(stages=2, **FAST), epsilon=4.0, delta=1e-3, seed=0)
+    result = run_progap(data, ProGAPConfig(K=2, **FAST), epsilon=4.0, delta=1e-3, seed=0)
     stages = result.model.stages
     feats = [data.x.float()]
     for k, (x_in, out) in enumerate(calls):
@@ -138,7 +138,7 @@ def test_aggregation_releases_the_noisy_sum_and_renormalises_only_on_request():
 
 @pytest.mark.parametrize("layerwise", [True, False])
 def test_earlier_bases_train_on_only_when_progressive(layerwise):
-    result = run_progap(_graph(), ProGAPConfig(stages=2, layerwise=layerwise, **FAST), epsilon=4.0, delta=1e-3,
+    result = run_progap(_graph(), ProGAPConfig(K=2, layerwise=layerwise, **FAST), epsilon=4.0, delta=1e-3,
                         seed=0)
     s0, s1, s2 = result.model.stages
     same = [torch.equal(a, b) for a, b in zip(s0.bases[0].state_dict().values(), s2.bases[0].state_dict().values())]
@@ -184,14 +184,14 @@ def test_checkpoint_reads_validation_at_edge_level_only(monkeypatch):
 
     monkeypatch.setattr(progap_module, "fit_full_batch", spy)
     data = _graph()
-    run_progap(data, ProGAPConfig(stages=1, **FAST), epsilon=4.0, delta=1e-3, seed=0)
-    run_progap(data, ProGAPConfig(stages=1, checkpoint="last", **FAST), epsilon=4.0, delta=1e-3, seed=0)
-    run_progap(data, ProGAPConfig(stages=1, **FAST), epsilon=math.inf, delta=1e-3, level="node",
+    run_progap(data, ProGAPConfig(K=1, **FAST), epsilon=4.0, delta=1e-3, seed=0)
+    run_progap(data, ProGAPConfig(K=1, checkpoint="last", **FAST), epsilon=4.0, delta=1e-3, seed=0)
+    run_progap(data, ProGAPConfig(K=1, **FAST), epsilon=math.inf, delta=1e-3, level="node",
                max_degree=_max_degree(data), seed=0)
     assert seen == [True, True, False, False, False, False]
     acct = PrivacyAccountant()
     with pytest.raises(ValueError, match="best_val"):
-        run_progap(data, ProGAPConfig(stages=1, checkpoint="best_val", **FAST), epsilon=4.0, delta=1e-3,
+        run_progap(data, ProGAPConfig(K=1, checkpoint="best_val", **FAST), epsilon=4.0, delta=1e-3,
                    level="node", max_degree=_max_degree(data), accountant=acct)
     assert len(acct) == 0
 
@@ -207,7 +207,7 @@ def test_node_level_uses_groupnorm_and_dp_epochs(monkeypatch):
 
     monkeypatch.setattr(progap_module, "fit_dp_sgd", spy)
     acct = PrivacyAccountant()
-    config = ProGAPConfig(stages=1, dp_epochs=2, layerwise=False, **FAST)
+    config = ProGAPConfig(K=1, dp_epochs=2, layerwise=False, **FAST)
     result = run_progap(data, config, epsilon=8.0, delta=1e-3, level="node", max_degree=_max_degree(data),
                         accountant=acct, seed=0)
     assert seen == [2, 2]
@@ -221,7 +221,7 @@ def test_node_level_uses_groupnorm_and_dp_epochs(monkeypatch):
 
 def test_logits_on_a_new_graph_re_releases_every_stage():
     data = _graph()
-    result = run_progap(data, ProGAPConfig(stages=2, **FAST), epsilon=4.0, delta=1e-3, seed=0)
+    result = run_progap(data, ProGAPConfig(K=2, **FAST), epsilon=4.0, delta=1e-3, seed=0)
     assert len(result.accountant) == 2
     u, v = data.edge_index[:, 0].tolist()
     ends = data.edge_index.t().tolist()
@@ -232,7 +232,7 @@ def test_logits_on_a_new_graph_re_releases_every_stage():
 
 def test_the_earlier_variant_stays_available():
     data = _graph()
-    config = ProGAPConfig(stages=2, combine="inputs", batch_norm=False, renormalize=True, checkpoint="last",
+    config = ProGAPConfig(K=2, combine="inputs", batch_norm=False, renormalize=True, checkpoint="last",
                           feature_norm="l2", **FAST)
     result = run_progap(data, config, epsilon=4.0, delta=1e-3, seed=0)
     assert [len(s.bases) for s in result.model.stages] == [1, 1, 1]
