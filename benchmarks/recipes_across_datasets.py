@@ -6,7 +6,9 @@ per seed; the graph as PyG loads it, cleaned by the recipes' ``clean_graph=True`
 dropped, duplicates merged); edge level with ``delta = 1 / |E|`` (``|E|`` the undirected edges of the
 cleaned graph). Baselines: a 2-layer PyG ``MLP`` (hidden 64, dropout 0.5, Adam 0.01, weight decay
 5e-4, 200 epochs, best validation epoch) and :func:`~pyg_private.models.run_gcn` (not private).
-GCON's rows are "head private, inference on the private graph" (its prediction reads the edges).
+GCON's rows (``gcon``) are "head private, inference on the private graph" (its prediction reads the
+edges); ``gcon-released`` is the variant whose inference reads a released aggregation instead (half of
+the budget each).
 
 Two modes:
 
@@ -50,7 +52,7 @@ from pyg_private.models.node_training import accuracy, fit_full_batch  # noqa: E
 from pyg_private.models.recipe_inputs import UnlabelledNodesWarning, clean_graph  # noqa: E402
 
 DATASETS = ("Cora", "Cora_ML", "Facebook", "Computers", "CS", "Cornell", "Cornell-year")
-RECIPES = ("progap", "gap", "caribou", "gcon")
+RECIPES = ("progap", "gap", "caribou", "gcon", "gcon-released")
 
 #: candidates per recipe for ``--sweep`` (overrides of the default configuration)
 SWEEP = {
@@ -96,7 +98,9 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
         config = CaribouConfig(method="mlp" if method == "edge-free" else method, **overrides)
         r = run_caribou(data, config, epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
         return r.val_accuracy, r.test_accuracy, r.candidate
-    if method == "gcon":
+    if method in ("gcon", "gcon-released"):
+        if method == "gcon-released":  # the predictions read a released aggregation, not the private graph
+            overrides = {**overrides, "inference": "released"}
         r = run_gcon(data, GCONConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
         return r.val_accuracy, r.test_accuracy, r.candidate
     raise ValueError(method)

@@ -13,6 +13,12 @@ non-private GCN reference.
 4. predictions by the private one-hop inference (Eq. 16; see the layer's caveat) or, with
    ``inference="public"``, the full propagation; both read the private graph at inference, outside
    the guarantee of the fit (tables label GCON's rows "head private, inference on the private graph");
+   ``inference="released"`` instead spends half of ``(epsilon, delta)`` on the head and half on one
+   GAP aggregation of the embeddings (:class:`~pyg_private.nn.GAPAggregation`, ``K = 1``:
+   :math:`\mathbf{X}^{(1)} = \mathrm{normalize}(\mathbf{A}\mathbf{X}_0 + \mathbf{Z})`), and predicts
+   with the one-hop rule of Eq. 16 on that release, :math:`\alpha_I\mathbf{X}_0 + (1 - \alpha_I)
+   \mathbf{X}^{(1)}`: the predictions are then post-processing of two releases, whose events
+   compose on the ledger to at most ``(epsilon, delta)``;
 5. ``calibrate=True``: the head's class scores recalibrated per class, :math:`a_j s_j + b_j`,
    fitted on the training nodes' **edge-free** scores :math:`\mathbf{x}_{0,i}^\top\theta_j`
    (released head, public features and labels at edge level: post-processing, free);
@@ -51,7 +57,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from ..accounting import PrivacyAccountant
 from ..nn._call_checks import reject_sampled_batch
-from ..nn import PerturbedAPPRConv
+from ..nn import GAPAggregation, PerturbedAPPRConv
 from ..nn.perturbed_appr_conv import GCONFit
 from ..transforms import l2_row_normalize
 from .node_training import fit_full_batch
@@ -76,7 +82,7 @@ class GCONConfig:
     huber_delta: Optional[float] = None
     pseudo_labels: bool = True  # the edge-free encoder's labels for the unlabelled rows (more rows: less noise)
     alpha_inference: Optional[float] = 0.1  # Eq. 16's restart: one hop, 0.9 of the weight on the neighbours
-    inference: Literal["private", "public"] = "private"
+    inference: Literal["private", "public", "released"] = "private"
     omega: float = 0.9
     epochs: int = 200
     lr: float = 1e-2
@@ -189,7 +195,10 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
     gen = None if seed is None else torch.Generator().manual_seed(seed)
     x0, predicted = encode(data, config, seed) if encoded is None else encoded
     c = _num_classes(data)
-    layer = PerturbedAPPRConv(x0.size(1), c, alpha=config.alpha, steps=config.steps, epsilon=epsilon, delta=delta,
+    released = config.inference == "released"
+    share = 0.5 if released else 1.0  # "released": half of the budget for the head, half for the aggregation
+    layer = PerturbedAPPRConv(x0.size(1), c, alpha=config.alpha, steps=config.steps, epsilon=epsilon * share,
+                              delta=delta * share,
                               regularization=config.regularization, loss=config.loss, huber_delta=config.huber_delta,
                               omega=config.omega, alpha_inference=config.alpha_inference, accountant=acct,
                               sampler=config.sampler)
@@ -198,7 +207,16 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
         fit = layer.fit(x0, data.edge_index, labels, generator=gen)
     else:
         fit = layer.fit(x0, data.edge_index, data.y, data.train_mask, generator=gen)
-    scores = layer(x0, data.edge_index, mode=config.inference).to(torch.float64)
+    if released:
+        aggregation = GAPAggregation(1, epsilon=epsilon / 2, delta=delta / 2, accountant=acct, cached=True,
+                                     generator=gen, name="gcon_inference_aggregation")
+        hop = aggregation(x0.float(), data.edge_index)[:, x0.size(1):].to(torch.float64)  # released, unit rows
+        alpha_i = config.alpha if config.alpha_inference is None else config.alpha_inference
+        one_hop = alpha_i * x0.to(torch.float64) + (1 - alpha_i) * hop
+        z = torch.cat([x0.to(torch.float64) if m == 0 else one_hop for m in layer.steps], dim=-1)
+        scores = z @ layer.weight.to(torch.float64)
+    else:
+        scores = layer(x0, data.edge_index, mode=config.inference).to(torch.float64)
     if config.calibrate:  # fitted on the training nodes' edge-free scores: released head, public rows and labels
         train = data.train_mask
         blocks = len(layer.steps)  # Z's blocks without the graph (R = I): x0 in each, divided by their number

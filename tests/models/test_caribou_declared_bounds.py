@@ -22,7 +22,7 @@ def chain():
 
 def test_edge_level_min_degree_is_checked_before_anything(chain):
     acct = PrivacyAccountant()
-    config = CaribouConfig("caribou", K=3, encoder_dim=4, hidden=8, **FAST)
+    config = CaribouConfig("caribou", K=3, encoder_dim=4, hidden=8, edge_free_candidate=False, **FAST)
     with pytest.raises(ValueError, match=r"min_degree`=1.*minus one"):
         run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=1, accountant=acct, seed=0)
     assert len(acct) == 0

@@ -162,7 +162,7 @@ def test_the_edge_free_head_is_a_candidate_of_the_validation_selection(chain, mo
     result says so); the release is still charged once. Node level keeps the private head."""
     import pyg_private.models.caribou as recipe
 
-    scores = iter([0.2, 0.7])  # private head's validation accuracy, then the edge-free head's
+    scores = iter([0.2, 0.7, 0.1])  # the private head's validation accuracy, the edge-free head's, the encoder's
     real = recipe.accuracy
     monkeypatch.setattr(recipe, "accuracy", lambda model, z, y, mask: next(scores, None) or real(model, z, y, mask))
     config = CaribouConfig("caribou", K=3, contraction=0.9, encoder_dim=4, hidden=8, **FAST)
@@ -175,10 +175,16 @@ def test_the_edge_free_head_is_a_candidate_of_the_validation_selection(chain, mo
     off = run_caribou(chain, dataclasses.replace(config, edge_free_candidate=False), epsilon=2.0, delta=1e-2,
                       min_degree=0, seed=0)
     assert off.candidate == "private" and off.model.layer is not None
+    scores = iter([0.2, 0.3, 0.9])  # the encoder's own classifier validates best: it predicts, on the raw features
+    monkeypatch.setattr(recipe, "accuracy", lambda model, z, y, mask: next(scores, None) or real(model, z, y, mask))
+    own = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=0, seed=0)
+    assert own.candidate == "edge-free" and own.val_accuracy == 0.9 and own.model.raw
+    assert own.model.logits(chain.x, chain.edge_index).shape == (chain.num_nodes, int(chain.y.max()) + 1)
+    assert len(own.accountant) == 1  # no new release: the classifier reads no edge
 
 
 def test_trained_model_reuses_the_cached_release_and_charges_a_new_graph(chain):
-    config = CaribouConfig("caribou", K=3, contraction=0.9, encoder_dim=4, hidden=8, **FAST)
+    config = CaribouConfig("caribou", K=3, contraction=0.9, encoder_dim=4, hidden=8, edge_free_candidate=False, **FAST)
     result = run_caribou(chain, config, epsilon=2.0, delta=1e-2, min_degree=0, seed=0)
     model, acct = result.model, result.accountant
     assert len(acct.events) == 1

@@ -74,3 +74,13 @@ def test_gcn_reference_sparse_path_is_the_same_model(graph):
     one_hot.x = torch.nn.functional.one_hot(graph.y, 20).float()  # 5% dense: the sparse path; labels leak in
     val, test = run_gcn(one_hot, hidden=16, epochs=100, seed=0)
     assert test > 0.9
+
+
+def test_released_inference_spends_the_same_budget_on_two_releases(graph):
+    """inference="released": half the budget for the head, half for one GAP aggregation that the
+    predictions read instead of the private graph; the ledger stays within (epsilon, delta)."""
+    r = run_gcon(graph, GCONConfig(inference="released", **FAST), epsilon=2.0, delta=1e-3, seed=0)
+    names = [e.name for e in r.accountant.events]
+    assert len(names) == 2 and "gcon_inference_aggregation" in names
+    assert r.accountant.epsilon("edge", 1e-3) <= 2.0 + 1e-9
+    assert 0.0 <= r.test_accuracy <= 1.0
