@@ -67,7 +67,8 @@ from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .recipe_inputs import prepare_node_data
-from .selection import select_on_validation
+from .selection import select_on_validation, select_privately
+from ..accounting.hyperparameter_tuning import TrialDistribution
 
 __all__ = ["CaribouConfig", "CaribouResult", "CaribouModel", "config_grid", "run_caribou", "search_caribou",
            "node_level_noise_multiplier"]
@@ -432,12 +433,46 @@ def config_grid(base: CaribouConfig, **choices: Sequence) -> list[CaribouConfig]
 
 
 def search_caribou(datasets: Sequence[Data], grid: Iterable[CaribouConfig], *, epsilon: float, delta: float,
-                   seeds: Sequence[int], **kwargs) -> tuple[CaribouConfig, list[CaribouResult]]:
+                   seeds: Sequence[Optional[int]], tuning: Optional[TrialDistribution] = None,
+                   accountant: Optional[PrivacyAccountant] = None,
+                   **kwargs) -> tuple[CaribouConfig, list[CaribouResult]]:
     """The configuration of ``grid`` with the best mean validation accuracy over the runs
     (``datasets[i]`` with ``seeds[i]``), and that configuration's runs.
 
-    **Not charged:** each candidate spends on its own fresh accountant; see the module notes.
+    **Not charged** (``tuning=None``): each candidate spends on its own fresh accountant; see the
+    module notes. **Charged** (``tuning`` a trial distribution of
+    :mod:`~pyg_private.accounting.hyperparameter_tuning`): private selection with a random number of
+    trials (Papernot and Steinke, ICLR 2022), edge level, one graph (``datasets=[data]``,
+    ``seeds=[None]``), every candidate a private method (``"caribou"`` or ``"gap"``): one event on
+    ``accountant`` for the whole search, before the first trial (see
+    :func:`~pyg_private.models.search_progap`).
     """
-    return select_on_validation(
-        grid, lambda config: [run_caribou(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
-                              for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)
+    if tuning is None:
+        return select_on_validation(
+            grid, lambda config: [run_caribou(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
+                                  for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)
+    grid = list(grid)
+    if len(datasets) != 1 or list(seeds) != [None] or kwargs.get("level", "edge") != "edge":
+        raise ValueError("a charged search runs on one graph (`datasets=[data]`, `seeds=[None]`) at edge level: "
+                         "every further run on the same graph is a further release")
+    if any(c.method == "mlp" for c in grid):
+        raise ValueError("a charged search compares private runs; method='mlp' releases nothing (it is every "
+                         "private run's edge-free candidate already)")
+    if accountant is None or not isinstance(accountant, PrivacyAccountant):
+        raise ValueError("a charged search needs the `accountant` that pays for it")
+
+    def cost(config: CaribouConfig):  # the one GDP event a candidate's run registers, from public settings
+        if config.method == "caribou":
+            return ContractiveGraphLayer(config.K, config.contraction, config.alpha1, config.beta, level="edge",
+                                         min_degree=kwargs.get("min_degree") or 0,
+                                         degree_floor=kwargs.get("degree_floor", False),
+                                         epsilon=epsilon, delta=delta).event()
+        return GAPAggregation(config.K, epsilon=epsilon, delta=delta).event()
+
+    trial_cost = max((cost(c) for c in grid), key=lambda e: e.mu)
+    chosen = select_privately(
+        grid, lambda config, ledger: run_caribou(datasets[0], config, epsilon=epsilon, delta=delta,
+                                                 accountant=ledger, **kwargs),
+        lambda r: r.val_accuracy, distribution=tuning, trial_cost=trial_cost, accountant=accountant,
+        name="caribou_search")
+    return chosen.config, ([] if chosen.run is None else [chosen.run])

@@ -51,3 +51,16 @@ def test_a_charged_search_refuses_several_runs_of_one_graph():
     with pytest.raises(ValueError, match="one graph"):
         search_progap([_graph(), _graph()], GRID, epsilon=1.0, delta=1e-3, seeds=[0, 1],
                       tuning=TruncatedNegativeBinomial.geometric(3.0), accountant=PrivacyAccountant())
+
+
+def test_search_caribou_charges_one_event_too():
+    from pyg_private.models import CaribouConfig, search_caribou
+
+    acct = PrivacyAccountant()
+    grid = [CaribouConfig("gap", K=1, epochs=5), CaribouConfig("caribou", K=2, epochs=5)]
+    config, runs = search_caribou([_graph()], grid, epsilon=1.0, delta=1e-3, seeds=[None],
+                                  tuning=TruncatedNegativeBinomial.geometric(2.0), accountant=acct)
+    assert len(acct.events) == 1 and config in grid + [None] and len(runs) <= 1
+    with pytest.raises(ValueError, match="mlp"):
+        search_caribou([_graph()], [CaribouConfig("mlp")], epsilon=1.0, delta=1e-3, seeds=[None],
+                       tuning=TruncatedNegativeBinomial.geometric(2.0), accountant=acct)
