@@ -120,7 +120,7 @@ class CaribouConfig:
     epochs: int = 100
     lr: float = 1e-2
     weight_decay: float = 0.0
-    dropout: float = 0.0
+    dropout: float = 0.5
     batch_norm: bool = True
     checkpoint: Optional[Literal["best_val", "last"]] = None
     batch_size: int = 256
