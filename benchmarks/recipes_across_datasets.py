@@ -8,7 +8,8 @@ cleaned graph). Baselines: a 2-layer PyG ``MLP`` (hidden 64, dropout 0.5, Adam 0
 5e-4, 200 epochs, best validation epoch) and :func:`~pyg_private.models.run_gcn` (not private).
 GCON's rows (``gcon``) are "head private, inference on the private graph" (its prediction reads the
 edges); ``gcon-released`` is the variant whose inference reads a released aggregation instead (half of
-the budget each).
+the budget each). ``--recipes node-mlp`` adds node level: DP-SGD (Opacus) on the features alone,
+``delta = 1 / n``.
 
 Two modes:
 
@@ -94,6 +95,10 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
     if method == "progap":
         r = run_progap(data, ProGAPConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
         return r.val_accuracy, r.test_accuracy, f"stage {r.stage}"
+    if method == "node-mlp":  # node level: DP-SGD on the features alone (encoder and head), no edge read
+        r = run_caribou(data, CaribouConfig(method="mlp", **overrides), epsilon=epsilon, delta=delta, seed=seed,
+                        level="node", num_nodes=data.num_nodes)
+        return r.val_accuracy, r.test_accuracy, "dp-sgd"
     if method in ("gap", "caribou", "edge-free"):
         config = CaribouConfig(method="mlp" if method == "edge-free" else method, **overrides)
         r = run_caribou(data, config, epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
@@ -150,6 +155,7 @@ def main() -> None:
         base = load_dataset(name)
         base.edge_index = clean_graph(base.edge_index, base.num_nodes)
         delta = 1.0 / (base.edge_index.size(1) // 2)
+        node_delta = 1.0 / base.num_nodes
         jobs = []
         for method in args.baselines:
             seeds = args.seeds[:args.gcn_seeds] if method == "gcn" and args.gcn_seeds else args.seeds
@@ -162,7 +168,8 @@ def main() -> None:
             for seed in seeds:
                 data = split(base, seed)
                 start = time.perf_counter()
-                val, test, selected = run(method, data, seed, eps, delta, overrides)
+                val, test, selected = run(method, data, seed, eps, node_delta if method == "node-mlp" else delta,
+                                          overrides)
                 record(dataset=name, method=method, config=str(overrides), epsilon=eps, seed=seed, val=val, test=test,
                        selected=selected, seconds=time.perf_counter() - start)
     if out:

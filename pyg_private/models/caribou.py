@@ -272,6 +272,10 @@ def _check_bounds(data: Data, *, method: str, level: str, min_degree: int, degre
     n = data.x.size(0)
     degree = torch.bincount(simple_undirected(data.edge_index, n)[0][0], minlength=n)
     present = present_nodes(degree, data.x) if level == "node" else None
+    if method == "mlp":  # node level, no aggregation: no degree bound is used, only the universe
+        if num_nodes is not None and int(num_nodes) != n:
+            raise ValueError(f"`num_nodes` (the public universe) must equal data.num_nodes; got {num_nodes!r}")
+        return present
     check_declared_bounds(degree, level=level, min_degree=min_degree, degree_floor=degree_floor,
                           max_degree=max_degree, num_nodes=num_nodes, present=present)
     return present

@@ -141,3 +141,11 @@ def test_one_name_for_the_depth():
     with pytest.raises(ValueError, match="checkpoint"):
         run_caribou(_graph(), CaribouConfig(method="mlp", checkpoint="best_val"), epsilon=math.inf, delta=1e-3,
                     level="node", max_degree=60, num_nodes=60)
+
+
+def test_node_level_mlp_needs_no_degree_bound():
+    """DP-SGD on the features alone reads no edge: no max_degree to declare."""
+    data = _graph()
+    r = run_caribou(data, CaribouConfig(method="mlp", epochs=2), epsilon=8.0, delta=1e-3, level="node", seed=0)
+    assert [e.unit.value for e in r.accountant.events] == ["node"] * len(r.accountant.events)
+    assert len(r.accountant.events) >= 1 and r.accountant.epsilon("node", 1e-3) <= 8.0 + 1e-6
