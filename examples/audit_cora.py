@@ -29,8 +29,15 @@ public under edge-level DP; they are projected to 64 dimensions by a fixed rando
 (public post-processing) to keep the audit fast. Seeded generators make the runs
 reproducible, which voids the guarantee of the released numbers (fine for an audit).
 
-**Any dataset** (``--dataset``, see ``example_data.py``). A graph without a public split gets
-20 training nodes per class (the rule of ``gcon_common.split_sizes``) for the trained GCN. The
+**Any dataset** (``--dataset``, any name of ``example_data.NAMES`` with node features). The graph
+is cleaned first (self-loops dropped, duplicate and one-directional entries merged: the recipes'
+deterministic, 1-stable map, ``pyg_private/models/recipe_inputs.py``). Where some labels are
+unknown (``y < 0``, as in Cornell) the audit runs on the subgraph induced by the **labelled** nodes
+(GCON's head and the membership attack need every node's label); the header says so. A graph
+without a public split gets 20 training nodes per class (the rule of ``gcon_common.split_sizes``)
+for the trained GCN. **delta = 1/|E|** for the edge-level components, ``|E|`` the undirected edges
+of the audited (cleaned) graph, the rule of every example here; the node-level membership
+experiment uses delta = 1e-5 (below 1/n: the one-run bound loses 2 m delta). The
 bounds are public rules: ContractiveGraphLayer declares ``min_degree=1`` with the degree floor
 (valid for every graph, isolated nodes included). The node-level membership experiment declares
 ``max_degree`` = the largest degree of the **full** graph: in this experiment the full graph is
@@ -40,7 +47,8 @@ the member set, and every member subgraph satisfies the bound; ``--max-degree`` 
 
 ``--quick`` (75-85 s on one thread): 200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges,
 100 training epochs. ``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20),
-4 attack edges, 10 training epochs (5 for the LinkTeller GCN). Rows go to the CSV as they
+4 attack edges, 10 training epochs (5 for the LinkTeller GCN). On a graph of fewer than 4 m nodes the m canary
+pairs are cut to n // 4 (disjoint pairs need 2 m <= n). Rows go to the CSV as they
 finish; progress bars (stderr) follow the LinkTeller queries, the canary releases and the
 membership models.
 
@@ -61,8 +69,9 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import APPNP, GCNConv
 
-from example_data import add_dataset_argument, file_stem, load_or_exit, spec
+from example_data import add_dataset_argument, file_stem, spec
 from example_io import CsvWriter, progress, say
+from example_protocol import class_sizes, delta_text, edge_delta, labelled, load_clean, num_edges
 from gcon_common import split_sizes
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting import UntrackedPrivacyWarning
@@ -387,21 +396,29 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", UntrackedPrivacyWarning)
 
-    data = load_or_exit(parser, args.dataset)
+    data = load_clean(parser, args.dataset)  # cleaned: self-loops dropped, duplicate / one-way entries merged
     name = spec(args.dataset).label
     out = args.out or os.path.join("outputs", f"audit_{file_stem(args.dataset)}")
+    known = labelled(data.y)
+    subgraph = ""
+    if not bool(known.all()):  # GCON's head and the membership attack need every label: audit the labelled part
+        subgraph = (f" (the subgraph of its {int(known.sum())} labelled nodes; {int((~known).sum())} unlabelled "
+                    "left out)")
+        data = data.subgraph(known)
     if getattr(data, "train_mask", None) is None:  # no public split: 20 per class (or the scaled rule)
-        sizes = [c for c in torch.bincount(data.y).tolist() if c > 0]
+        sizes = class_sizes(data.y)
         data = attach_split(data, per_class_split(data.y, *split_sizes(data.num_nodes, sizes), seed=0))
     n, ei = data.num_nodes, data.edge_index
-    delta = 1.0 / (ei.size(1) // 2)
+    delta = edge_delta(data)  # 1/|E| of the audited, cleaned graph
+    if 4 * args.canaries > n:  # disjoint canary pairs need 2 m <= n nodes (and room to draw them): a small graph
+        args.canaries = max(1, n // 4)
     max_degree = args.max_degree
     if max_degree is None:  # the public universe's bound (the full graph is public in this experiment)
         max_degree = int(torch.bincount(ei[0], minlength=n).max()) if ei.numel() else 0
     proj = torch.randn(data.num_features, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     x = data.x.double() @ proj
     x = 0.5 * x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)  # inside the unit ball, public
-    say(f"{name}: {n} nodes, {ei.size(1) // 2} undirected edges; delta = 1/|E| = {delta:.3g}; "
+    say(f"{name}{subgraph}: {n} nodes, {num_edges(data)} undirected edges (cleaned); {delta_text(data)}; "
         f"{args.canaries} canaries x {args.runs} runs; LinkTeller on the endpoints of {args.attack_edges} edges; "
         f"confidence {CONFIDENCE}; membership: declared max_degree {max_degree}")
 

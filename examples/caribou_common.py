@@ -8,9 +8,13 @@ back from the selected run's own accountant.
 
 Any dataset of :mod:`example_data` runs here: a chain is generated per seed with its own
 split; any other graph gets CARIBOU's random split (10% train / 20% test / the rest
-validation, seeded per run). The declared bound is a public rule valid for every graph
-(``min_degree=0``, or ``D`` with the degree floor), never read off the graph. Rows are
-written to the CSV as they finish, and progress bars (stderr) follow the grid.
+validation, seeded per run) drawn over its **labelled** nodes (``y >= 0``; an unlabelled node is in
+no split). Every graph is cleaned first (:mod:`example_protocol`: self-loops dropped, duplicate and
+one-directional entries merged; a deterministic, 1-stable map, so the guarantee carries over to the
+graph as loaded), and the recipes get ``clean_graph=True``. delta = 1/|E|, ``|E|`` the undirected
+edges of the cleaned graph (:func:`example_protocol.edge_delta`). The declared bound is a public
+rule valid for every graph (``min_degree=0``, or ``D`` with the degree floor), never read off the
+graph. Rows are written to the CSV as they finish, and progress bars (stderr) follow the grid.
 """
 from __future__ import annotations
 
@@ -23,9 +27,10 @@ from typing import Callable, Optional, Sequence
 
 from torch_geometric.data import Data
 
-from example_data import load_or_exit, spec
+from example_data import spec
 from example_io import CsvWriter, finish_figure, progress, say
-from pyg_private.datasets import attach_split, random_fraction_split
+from example_protocol import load_clean, random_labelled_split
+from pyg_private.datasets import attach_split
 from pyg_private.models import CaribouConfig, ProGAPConfig, search_caribou, search_progap
 from pyg_private.nn import ContractiveGraphLayer
 
@@ -71,28 +76,22 @@ def paper_value(table: str, method: str, dataset: str, eps: float) -> float:
 
 def load_runs(parser: argparse.ArgumentParser, name: str, seeds: Sequence[int],
               protocol: str = "random") -> list[Data]:
-    """One graph per seed: a chain generated from the seed (features and its own split), or the
-    graph ``name`` with the ``protocol``'s random split drawn from the seed (``"random"``: CARIBOU's
-    10% / rest / 20%; ``"gap"``: GAP's loader, 70% / 10% / 20%)."""
+    """One cleaned graph per seed: a chain generated from the seed (features and its own split), or
+    the graph ``name`` with the ``protocol``'s random split of its labelled nodes drawn from the seed
+    (``"random"``: CARIBOU's 10% / rest / 20%; ``"gap"``: GAP's loader, 70% / 10% / 20%)."""
     if spec(name).collection == "Chain":
         if protocol != "random":
             parser.error(f"{name} has its own split; --split {protocol} applies to the other graphs")
-        return [load_or_exit(parser, name, seed=s) for s in seeds]
-    base = load_or_exit(parser, name)
+        return [load_clean(parser, name, seed=s) for s in seeds]
+    base = load_clean(parser, name)
     train, val, test = PROTOCOLS[protocol]
-    return [attach_split(base, random_fraction_split(base.num_nodes, train=train, val=val, test=test, seed=s))
-            for s in seeds]
+    return [attach_split(base, random_labelled_split(base.y, train, val, test, seed=s)) for s in seeds]
 
 
 def bounds_from(degree_floor: Optional[int]) -> dict:
     """The declared public bound: ``min_degree=0`` (valid for every graph: isolated nodes and
     degree-1 nodes included), or ``min_degree=D`` made true by the degree floor."""
     return {"min_degree": 0} if degree_floor is None else {"min_degree": degree_floor, "degree_floor": True}
-
-
-def edge_delta(num_undirected_edges: int) -> float:
-    """GAP's and CARIBOU's delta rule, ``1 / 10**len(str(|E|))`` (Chain-S: 42 edges -> 1e-2)."""
-    return 1.0 / 10 ** len(str(int(num_undirected_edges)))
 
 
 def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[CaribouConfig | ProGAPConfig]], *,
@@ -124,11 +123,14 @@ def run_grid(dataset: str, datasets: Sequence[Data], grids: dict[str, list[Carib
             configs = progress(grid, desc=f"  {LABELS[method]} grid (x{len(seeds)} runs)", total=len(grid))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # Opacus / PyG notices; privacy warnings are not expected here
+                # the graphs are cleaned already; clean_graph=True keeps every recipe's input the simple
+                # graph it documents (a deterministic, 1-stable map: pyg_private/models/recipe_inputs.py)
                 if method == "progap":
-                    config, runs = search_progap(datasets, configs, epsilon=eps, delta=delta, seeds=seeds)
+                    config, runs = search_progap(datasets, configs, epsilon=eps, delta=delta, seeds=seeds,
+                                                 clean_graph=True)
                 else:
                     config, runs = search_caribou(datasets, configs, epsilon=eps, delta=delta, seeds=seeds,
-                                                  **bounds)
+                                                  clean_graph=True, **bounds)
             configs.close()
             if method == "mlp":
                 edge_free["mlp"] = config, runs

@@ -1,14 +1,16 @@
 """GCON on Cora-ML: edge-private node classification by objective perturbation.
 
 The Cora-ML experiment of Wei et al., "GCON" (arXiv:2407.05034), Fig. 1: 20 labelled
-nodes per class, 500 validation, 1000 test; epsilon in {0.5, 1, 2, 3, 4}, delta = 1/|E|;
+nodes per class, 500 validation, 1000 test; epsilon in {0.5, 1, 2, 3, 4},
+delta = 1/|E| (|E|: undirected edges of the cleaned graph);
 10 runs; GCON against MLP, GAP and the non-private GCN in one run. Hyperparameters
 (alpha, m, Lambda, encoder width and output, loss, pseudo-labels) are chosen on the
 validation split and not charged (see ``gcon_common.py``). Every release uses a seeded
 generator: reproducible, and for that reason not private. Needs the Cora-ML files
 (``$PYG_PRIVATE_DATA``, see the README's Datasets section).
 
-Any dataset: ``--dataset`` (see ``gcon_common.py`` for the split rule on other graphs).
+Any dataset: ``--dataset`` (any name of ``example_data.NAMES`` with node features; see
+``gcon_common.py`` for the cleaning and the split of the labelled nodes on other graphs).
 ``--quick`` runs in under 2 minutes on one thread; ``--smoke`` one tiny configuration.
 
     python examples/cora_ml_gcon.py [--epsilons 1 4] [--runs 10] [--quick] [--dataset CiteSeer]

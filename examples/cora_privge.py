@@ -16,15 +16,26 @@ fresh accountant (each node charged exactly epsilon on unit "local"); the propag
 the head are post-processing. The graph is public and labels are not protected (PrivGE's
 threat model). Seeded generators: reproducible, hence a simulation, not a deployment.
 
-**Any dataset** (``--dataset``, see ``example_data.py``; the paper's Table 2 is printed for Cora
-only). The features' range is declared, not measured: ``--feature-range`` (default [0, 1], the
+**Any dataset** (``--dataset``, any name of ``example_data.NAMES`` with node features; the paper's
+Table 2 is printed for Cora only). The graph is cleaned first (self-loops dropped, duplicate and
+one-directional entries merged: the recipes' deterministic map, ``pyg_private/models/recipe_inputs.py``;
+the graph is public in PrivGE's threat model, so this only makes every dataset the same kind of
+simple graph). The node split is drawn over the **labelled** nodes (``y >= 0``: Cornell's unknown
+labels are in no split); link prediction splits the edges of the cleaned graph.
+
+**delta.** None: every release is pure epsilon-local DP on the features (each node charged exactly
+epsilon on unit "local"), so the edge-level examples' rule (delta = 1/|E|, undirected edges of the
+cleaned graph) has nothing to apply to; the header says so.
+
+The features' range is declared, not measured: ``--feature-range`` (default [0, 1], the
 range of bag-of-words features) is enforced by clamping every entry into it before the
 randomizer runs, which holds for every graph, including all-zero rows.
 
 ``--quick`` (under 2 minutes on one thread) does **not** run both tasks' full grids: node
 classification at epsilon {1, inf} for every mechanism (HDS k in {20, 200}, r in {0.1, 0.5};
 the others one setting), 2 runs, search on 1; link prediction at epsilon {1, inf} for HDS and
-the non-private reference only, 1 run. ``--smoke``: HDS only, one configuration per task, 1 run,
+the non-private reference only, 1 run, the link head trained for at most 50 epochs (not 200).
+``--smoke``: HDS only, one configuration per task, 1 run,
 short training (the tests). Rows go to the CSV as they finish; progress bars go to stderr.
 
     PYG_PRIVATE_DATA=... python examples/cora_privge.py [--quick] [--runs 10] [--epsilons 1 5 inf]
@@ -43,9 +54,10 @@ import warnings
 
 import torch
 
-from example_data import add_dataset_argument, file_stem, load_or_exit, spec
+from example_data import add_dataset_argument, file_stem, spec
 from example_io import CsvWriter, finish_figure, progress, say
-from pyg_private.datasets import attach_split, random_split
+from example_protocol import labelled, load_clean, num_edges, random_labelled_split
+from pyg_private.datasets import attach_split
 from pyg_private.models.privge import (PrivGEConfig, link_split, privge_grid, run_privge_link, run_privge_node,
                                        search_privge)
 
@@ -66,7 +78,8 @@ NODE_HEAD = PrivGEConfig(hidden=128, layers=2, dropout=0.5, lr=1e-2, weight_deca
 LINK_HEAD = PrivGEConfig(hidden=64, layers=2, dropout=0.3, lr=1e-2, weight_decay=0.0, epochs=200, patience=30)
 
 
-def grid(base: PrivGEConfig, mech: str, mode: str, task: str = "node") -> list[PrivGEConfig]:
+def grid(base: PrivGEConfig, mech: str, mode: str, task: str = "node",
+         num_features: int | None = None) -> list[PrivGEConfig]:
     """The searched settings: k (HDS, PM, MB; LP perturbs all d coordinates) and (alpha, r).
 
     The full node grid is k in {5, 20, 50, 200} for HDS (the paper's range is 1-50; 200 is
@@ -79,12 +92,15 @@ def grid(base: PrivGEConfig, mech: str, mode: str, task: str = "node") -> list[P
     link grids are smaller (HDS k in {1, 5}, quick {1}; PM/MB the default k; alpha = 0.1; r in
     {0.1, 0.5}, quick 0.5): the paper finds small k better for Cora link prediction, and one
     link run costs several node runs. ``mode="smoke"``: one setting (HDS k = 5), 10 propagation
-    steps, a 32-wide head trained for at most 20 epochs."""
+    steps, a 32-wide head trained for at most 20 epochs. Every k is capped at the graph's
+    (public) feature dimension ``num_features`` (the chains have 5 features)."""
     base = dataclasses.replace(base, mechanism=mech, k=20 if mech == "hds" else None)
     if mode == "smoke":
-        return [dataclasses.replace(base, k=5 if mech == "hds" else None, steps=10, hidden=32, epochs=20,
-                                    patience=5)]
+        k = min(5, num_features or 5) if mech == "hds" else None
+        return [dataclasses.replace(base, k=k, steps=10, hidden=32, epochs=20, patience=5)]
     quick = mode == "quick"
+    if quick and task == "link":  # one link run costs several node runs: a shorter head training
+        base = dataclasses.replace(base, epochs=50)
     if mech in ("none", "laplace"):
         ks = (None,)
     elif quick:
@@ -94,6 +110,8 @@ def grid(base: PrivGEConfig, mech: str, mode: str, task: str = "node") -> list[P
     else:
         ks = (1, 5) if mech == "hds" else (None,)
     rs = (0.1, 0.5) if not quick or (mech == "hds" and task == "node") else (0.5,)
+    if num_features is not None:  # k coordinates of d: a k above the (public) d is d (HDS's Lap-on-all limit)
+        ks = tuple(dict.fromkeys(None if k is None else min(k, num_features) for k in ks))
     return privge_grid(base, k=ks, alpha=(0.1, 0.2) if not quick and task == "node" else (0.1,), r=rs)
 
 
@@ -116,7 +134,7 @@ def experiment(task: str, base_data, data, splits, epsilons, mechanisms, args, r
     for mech, eps in progress(todo, desc=f"{task} mechanism x eps"):
         t0 = time.perf_counter()
         cache: dict = {}
-        configs = grid(head, mech, args.mode, task)
+        configs = grid(head, mech, args.mode, task, num_features=base_data.num_features)
         config, found = search_privge(data[:ns], progress(configs, desc=f"  {LABEL[mech]} grid (x{ns} runs)"),
                                       epsilon=eps, seeds=seeds[:ns], task=task,
                                       splits=None if splits is None else splits[:ns], cache=cache)
@@ -275,18 +293,21 @@ def main() -> None:
     NODE_HEAD = dataclasses.replace(NODE_HEAD, feature_range=(lo, hi))
     LINK_HEAD = dataclasses.replace(LINK_HEAD, feature_range=(lo, hi))
     start = time.perf_counter()
-    base = load_or_exit(p, args.dataset)
+    base = load_clean(p, args.dataset)  # cleaned: self-loops dropped, duplicate / one-way entries merged
     name = spec(args.dataset).label
     args.paper = name == "Cora"
-    say(f"{name}: {base.num_nodes} nodes, {base.edge_index.size(1) // 2} undirected edges, {base.num_features} "
-        f"features (clamped into [{lo:g}, {hi:g}]); {args.runs} node runs, {args.link_runs} link runs, search on "
-        f"the first {args.search_runs}; {args.mode} grid")
+    known = int(labelled(base.y).sum())
+    unknown = f" ({base.num_nodes - known} unlabelled, in no split)" if known < base.num_nodes else ""
+    say(f"{name}: {base.num_nodes} nodes{unknown}, {num_edges(base)} undirected edges (cleaned), {base.num_features} "
+        f"features (clamped into [{lo:g}, {hi:g}]); pure epsilon-LDP, no delta; {args.runs} node runs, "
+        f"{args.link_runs} link runs, search on the first {args.search_runs}; {args.mode} grid")
     rows: list[dict] = []
     stem = os.path.join(args.out, f"{file_stem(args.dataset)}_privge" + ("" if args.mode == "full"
                                                                          else f"_{args.mode}"))
     with CsvWriter(stem + ".csv") as writer:
         if "node" in args.tasks:
-            data = [attach_split(base, random_split(base.num_nodes, 0.5, 0.25, 0.25, s)) for s in range(args.runs)]
+            # 50 / 25 / 25 of the labelled nodes (all of them, where every label is known)
+            data = [attach_split(base, random_labelled_split(base.y, 0.5, 0.25, 0.25, s)) for s in range(args.runs)]
             experiment("node", base, data, None, node_eps, node_mechs, args, rows, writer)
         if "link" in args.tasks:
             splits = [link_split(base, s) for s in range(args.link_runs)]

@@ -7,7 +7,9 @@ uniform entries in [-1, 1]), and with the real features. Every local-DP mechanis
 at epsilon <= 5 lands at the random-feature level (see the README's PrivGE section).
 
 Any dataset (``--dataset``, see ``example_data.py``): the random features have the graph's
-feature dimension; nothing is read off the graph but its size. ``--quick`` (under 2 minutes
+feature dimension; nothing is read off the graph but its size. The graph is cleaned first (the
+recipes' deterministic map, ``pyg_private/models/recipe_inputs.py``) and the 50/25/25 splits are
+drawn over the **labelled** nodes (``y >= 0``). Non-private: no epsilon, no delta. ``--quick`` (under 2 minutes
 on one thread): 2 splits instead of 5. ``--smoke``: the real features and one random
 variant, 1 split, a short head training (the tests). One CSV row per variant, written as it
 finishes; progress bars go to stderr.
@@ -25,9 +27,10 @@ import warnings
 
 import torch
 
-from example_data import add_dataset_argument, file_stem, load_or_exit, spec
+from example_data import add_dataset_argument, file_stem, spec
 from example_io import CsvWriter, progress, say
-from pyg_private.datasets import attach_split, random_split
+from example_protocol import load_clean, random_labelled_split
+from pyg_private.datasets import attach_split
 from pyg_private.models.privge import PrivGEConfig, run_privge_node
 
 #: the non-private pipeline of examples/cora_privge.py with its selected propagation
@@ -57,7 +60,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    base = load_or_exit(parser, args.dataset)
+    base = load_clean(parser, args.dataset)  # cleaned: self-loops dropped, duplicate / one-way entries merged
     name = spec(args.dataset).label
     n, d = base.num_nodes, base.num_features
     variants = {
@@ -75,7 +78,7 @@ def main() -> None:
         for variant, make in progress(list(variants.items()), desc="feature variants"):
             accs = []
             for s in progress(range(runs), desc=f"  {variant}"):
-                data = attach_split(base, random_split(n, 0.5, 0.25, 0.25, s))
+                data = attach_split(base, random_labelled_split(base.y, 0.5, 0.25, 0.25, s))
                 if make is not None:
                     data.x = make(torch.Generator().manual_seed(100 + s))
                 accs.append(100 * run_privge_node(data, config, float("inf"), s).test)

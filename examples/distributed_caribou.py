@@ -12,6 +12,12 @@ GAP's multi-input head on ``[X0 || X^K]`` (``--without-x0``: ``X^K`` alone) trai
 (post-processing of the release). The accuracies are summed over the processes; rank 0 prints
 them and the accountant report.
 
+Any graph of ``example_data.NAMES`` with node features (``--dataset``): it is cleaned first
+(self-loops dropped, duplicate and one-directional entries merged: the recipes' deterministic,
+1-stable map, ``pyg_private/models/recipe_inputs.py``), and CARIBOU's random 10% / rest / 20% split is
+drawn over its **labelled** nodes (``y >= 0``). **delta = 1/|E|** (``--delta`` overrides it), ``|E|``
+the undirected edges of the cleaned graph (Cora: 1/5278), the rule of every example here.
+
 Every process loads the whole dataset and keeps its block (rank 0 first, so that only one process
 prepares PyG's cache); a deployment on a graph that does not fit one machine loads only its block:
 its rows of the features and the edges whose first id lies in the block, with global ids.
@@ -43,9 +49,10 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn import MLP
 
-from example_data import add_dataset_argument, load_or_exit
+from example_data import add_dataset_argument
+from example_protocol import edge_delta, load_clean, random_labelled_split
 from pyg_private import PrivacyAccountant
-from pyg_private.datasets import attach_split, random_fraction_split
+from pyg_private.datasets import attach_split
 from pyg_private.distributed import DistributedContractiveGraphLayer, even_row_ranges, row_block
 from pyg_private.models import CaribouConfig
 from pyg_private.models.caribou import MultiInputHead
@@ -57,7 +64,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_dataset_argument(parser, "Cora")
     parser.add_argument("--epsilon", type=float, default=8.0, help="inf: the same pipeline without noise")
-    parser.add_argument("--delta", type=float, default=1e-4, help="(default 1e-4: Cora's 1/10**len(str(|E|)))")
+    parser.add_argument("--delta", type=float, default=None,
+                        help="default: 1/|E|, |E| the undirected edges of the cleaned graph (every example's rule)")
     parser.add_argument("--K", type=int, default=6)
     parser.add_argument("--contraction", type=float, default=0.9)
     parser.add_argument("--epochs", type=int, default=200)
@@ -110,10 +118,12 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, cuda: bool) -
     # the data: every process keeps its block of nodes (rank 0 prepares the cache first)
     if rank != 0:
         dist.barrier()
-    data = load_or_exit(parser, args.dataset)
+    data = load_clean(parser, args.dataset)  # cleaned: self-loops dropped, duplicate / one-way entries merged
     if rank == 0:
         dist.barrier()
-    data = attach_split(data, random_fraction_split(data.num_nodes, seed=args.seed))
+    if args.delta is None:
+        args.delta = edge_delta(data)  # 1/|E| of the cleaned graph
+    data = attach_split(data, random_labelled_split(data.y, 0.1, None, 0.2, seed=args.seed))
     n = data.num_nodes
     start, end = even_row_ranges(n, world)[rank]
     x_block = data.x[start:end].float().to(device)

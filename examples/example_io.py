@@ -91,7 +91,9 @@ def progress(iterable: Optional[Iterable] = None, *, desc: str, total: Optional[
     environment override).
     """
     interactive = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    if not interactive:
+    if os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false", "no"):
+        kwargs["disable"] = True  # tqdm's override only changes its defaults, and `disable` is set below
+    elif not interactive:
         nested = any(not getattr(bar, "disable", True) for bar in list(getattr(tqdm, "_instances", ())))
         kwargs.setdefault("disable", nested)
         leave = True

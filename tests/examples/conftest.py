@@ -1,6 +1,8 @@
 """Fixtures of the example smoke tests: the offline data (or a skip), a shared cache for PyG's
-processed files, a runner that executes an example's ``main()`` in-process, and a synthetic
-graph the examples have never seen (isolated nodes, all-zero feature rows)."""
+processed files, a runner that executes an example's ``main()`` in-process, and two synthetic
+graphs the examples have never seen: ``Odd`` (isolated nodes, all-zero feature rows) and ``Messy``
+(the same graph as PyG may load one: self-loops, duplicate and one-directional entries, and
+unknown labels ``y = -1``)."""
 from __future__ import annotations
 
 import importlib.util
@@ -110,3 +112,39 @@ def odd(monkeypatch):
     degree = torch.bincount(graph.edge_index[0], minlength=graph.num_nodes)
     assert int((degree == 0).sum()) == 6 and int((graph.x.sum(1) == 0).sum()) == 6  # what the tests rely on
     return "Odd"
+
+
+def messy_graph(seed: int = 0) -> Data:
+    """:func:`odd_graph` as PyG may load a graph: 5 self-loops, 10 duplicated entries, 8 edges listed in
+    one direction only, and 12 nodes with an unknown label (``y = -1``, 4 per class)."""
+    data = odd_graph(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    ei = data.edge_index
+    forward = ei[:, ei[0] < ei[1]]
+    one_way = forward[:, torch.randperm(forward.size(1), generator=g)[:8]]  # drop their reverse entries
+    drop = torch.zeros(ei.size(1), dtype=torch.bool)
+    for u, v in one_way.t().tolist():
+        drop |= (ei[0] == v) & (ei[1] == u)
+    ei = ei[:, ~drop]
+    loops = torch.arange(5).repeat(2, 1) * 7
+    dupes = ei[:, torch.randperm(ei.size(1), generator=g)[:10]]
+    y = data.y.clone()
+    for c in range(3):
+        y[(y == c).nonzero().view(-1)[:4]] = -1
+    return Data(x=data.x, edge_index=torch.cat([ei, loops, dupes], dim=1), y=y, num_nodes=data.num_nodes)
+
+
+#: what the cleaning leaves of :func:`messy_graph` (its undirected simple edges): delta = 1/MESSY_EDGES
+MESSY_EDGES = int(odd_graph().edge_index.size(1)) // 2
+
+
+@pytest.fixture
+def messy(monkeypatch):
+    """Registers :func:`messy_graph` as the dataset ``"Messy"`` of ``examples/example_data.py``."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    import example_data
+
+    monkeypatch.setitem(example_data.EXTRA, "Messy", messy_graph)
+    graph = messy_graph()
+    assert int((graph.edge_index[0] == graph.edge_index[1]).sum()) == 5 and int((graph.y < 0).sum()) == 12
+    return "Messy"

@@ -27,6 +27,7 @@ def test_smoke_on_cora(offline, run_example):
     offline("Planetoid/Cora/raw")
     out, _, out_dir = run_example("audit_cora", "--smoke")
     _check(out_dir / "audit_cora.csv", 2)
+    assert "Cora: 2708 nodes, 5278 undirected edges (cleaned); delta = 1/|E| = 1/5278" in out
     assert "0 violation(s) of a claimed epsilon." in out
 
 
@@ -37,3 +38,12 @@ def test_smoke_on_an_unseen_graph(odd, run_example):
     assert "declared max_degree" in out
     canary = [r for r in rows if r["attack"] == "canary edges"]
     assert len(canary) == 3 and all(float(r["auc"]) >= 0.5 for r in canary)  # no noise: the canaries show
+
+
+def test_quick_on_a_messy_graph(messy, run_example):
+    """``--quick``, noiseless, on a graph with self-loops, duplicate and one-directional entries and unknown
+    labels: cleaned, audited on its labelled part, the 200 canaries cut to what 78 nodes hold."""
+    out, _, out_dir = run_example("audit_cora", "--quick", "--dataset", messy, "--epsilons", "inf")
+    assert "Messy (the subgraph of its 78 labelled nodes; 12 unlabelled left out): 78 nodes" in out
+    assert "19 canaries x 2 runs" in out  # 78 // 4
+    _check(out_dir / "audit_messy.csv", 1)

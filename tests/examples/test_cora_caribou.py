@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from conftest import plotted
+from conftest import MESSY_EDGES, plotted
 
 
 def _rows(path):
@@ -28,6 +28,8 @@ def test_smoke_on_cora(offline, run_example):
     offline("Planetoid/Cora/raw")
     out, err, out_dir = run_example("cora_caribou", "--smoke")
     assert "Cora: 2708 nodes" in out and "\r" not in out  # progress bars stay on stderr
+    assert "delta = 1/|E| = 1/5278" in out  # the examples' one rule, in the header
+    assert all(float(r["delta"]) == 1 / 5278 for r in _rows(out_dir / "cora_caribou_smoke.csv"))
     assert "Cora eps x method" in err and "3/3" in err  # the outermost bar, kept in a log
     _check(out, out_dir, "cora", "Cora")
 
@@ -65,3 +67,16 @@ def test_gap_protocol_split(odd, run_example):
     rows = _rows(out_dir / "odd_caribou_gap70_smoke.csv")
     assert [r["method"] for r in rows] == ["MLP", "ProGAP"]
     assert rows[1]["candidates"] and all(c in "01" for c in rows[1]["candidates"].split())
+
+
+def test_quick_on_a_messy_graph(messy, run_example):
+    """``--quick`` (one epsilon, one run) on a graph as PyG may load one: self-loops, duplicate and
+    one-directional entries (cleaned: delta = 1/|E| of the simple graph), unknown labels (in no split)."""
+    out, _, out_dir = run_example("cora_caribou", "--quick", "--dataset", messy, "--epsilons", "1", "--runs", "1",
+                                  "--methods", "caribou", "mlp", "progap")
+    assert f"Messy: 90 nodes (12 unlabelled, in no split), {MESSY_EDGES} undirected edges (cleaned)" in out
+    assert f"delta = 1/|E| = 1/{MESSY_EDGES}" in out and "split random 7 / 56 / 15" in out  # 78 labelled nodes
+    rows = _rows(out_dir / "messy_caribou_quick.csv")
+    assert [r["method"] for r in rows] == ["CARIBOU", "MLP", "ProGAP"]
+    assert all(float(r["delta"]) == 1 / MESSY_EDGES for r in rows)
+    assert 0.99 <= float(rows[0]["epsilon_spent"]) <= 1.0 and float(rows[1]["epsilon_spent"]) == 0.0

@@ -31,3 +31,15 @@ def test_smoke_on_an_unseen_graph(odd, run_example):
         ("link", "non-private")]
     assert "paper" not in out and all(r["paper_mean"] == "" for r in rows if r["task"] == "link")
     assert "clamped into [0, 1]" in out
+
+
+def test_quick_on_a_messy_graph(messy, run_example):
+    """``--quick`` (HDS and the non-private run, one run) on a graph with self-loops, duplicate and
+    one-directional entries and unknown labels: cleaned first, the node split over the labelled nodes."""
+    out, _, out_dir = run_example("cora_privge", "--quick", "--dataset", messy, "--mechanisms", "hds", "none",
+                                  "--runs", "1")
+    assert "Messy: 90 nodes (12 unlabelled, in no split), 336 undirected edges (cleaned)" in out
+    assert "pure epsilon-LDP, no delta" in out
+    rows = _rows(out_dir / "messy_privge_quick.csv")
+    assert [(r["task"], r["mechanism"]) for r in rows] == [("node", "HDS"), ("node", "non-private"),
+                                                          ("link", "HDS"), ("link", "non-private")]

@@ -23,3 +23,10 @@ def test_smoke_on_an_unseen_graph(odd, run_example):
     _, _, out_dir = run_example("cora_privge_random_features", "--smoke", "--dataset", odd, "--runs", "2")
     rows = _rows(out_dir / "odd_privge_random_features_smoke.csv")
     assert [r["runs"] for r in rows] == ["2", "2"] and len(rows[0]["test_runs"].split(";")) == 2
+
+
+def test_smoke_on_a_messy_graph(messy, run_example):
+    """Unknown labels (y = -1) are in no split; the graph is cleaned first."""
+    _, _, out_dir = run_example("cora_privge_random_features", "--smoke", "--dataset", messy)
+    rows = _rows(out_dir / "messy_privge_random_features_smoke.csv")
+    assert [r["runs"] for r in rows] == ["1", "1"]

@@ -50,6 +50,13 @@ def test_progress_bars_go_to_stderr_only(helpers, capsys):
     assert "work" in err and "3/3" in err  # the outermost bar is shown (and kept) in a log
 
 
+def test_tqdm_disable_turns_the_bars_off(helpers, capsys, monkeypatch):
+    example_io, _ = helpers
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert list(example_io.progress(range(3), desc="work")) == [0, 1, 2]
+    assert "work" not in capsys.readouterr().err
+
+
 def test_dataset_names(helpers):
     _, example_data = helpers
     assert example_data.spec("cora").collection == "Planetoid"
