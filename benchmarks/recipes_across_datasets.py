@@ -161,9 +161,10 @@ def main() -> None:
             seeds = args.seeds[:args.gcn_seeds] if method == "gcn" and args.gcn_seeds else args.seeds
             for overrides in (SWEEP[method] if args.sweep and method in SWEEP else [{}]):
                 jobs += [(method, overrides, math.inf, seeds)]
-        for method in args.recipes:
-            for overrides in (SWEEP[method] if args.sweep else [{}]):
-                jobs += [(method, overrides, eps, args.seeds) for eps in args.epsilons]
+        for eps in args.epsilons:  # epsilon by epsilon: an interrupted run has every recipe at the first ones
+            for method in args.recipes:
+                for overrides in (SWEEP[method] if args.sweep else [{}]):
+                    jobs += [(method, overrides, eps, args.seeds)]
         for method, overrides, eps, seeds in jobs:
             for seed in seeds:
                 data = split(base, seed)
