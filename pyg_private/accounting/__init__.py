@@ -138,3 +138,7 @@ __all__ = [
     "calibrate_objective_perturbation",
     "objective_perturbation_profile",
 ]
+from .hyperparameter_tuning import (Poisson, TruncatedNegativeBinomial, expected_trials,  # noqa: E402
+                                    tuning_event, tuning_rdp)
+
+__all__ += ["TruncatedNegativeBinomial", "Poisson", "expected_trials", "tuning_event", "tuning_rdp"]

@@ -36,3 +36,8 @@ from .checkpoint import (AccountantCheckpoint, accountant_checkpoint, accountant
                          restore_accountants)
 
 __all__ += ["AccountantCheckpoint", "accountant_checkpoint", "accountants_of", "restore_accountants"]
+from .recipe_inputs import UnlabelledNodesWarning, clean_graph  # noqa: E402
+from .selection import PrivateSelection, TrialCostExceeded, select_on_validation, select_privately  # noqa: E402
+
+__all__ += ["clean_graph", "UnlabelledNodesWarning", "select_on_validation", "select_privately", "PrivateSelection",
+            "TrialCostExceeded"]
