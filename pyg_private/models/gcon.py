@@ -23,7 +23,9 @@ non-private GCN reference.
    fitted on the training nodes' **edge-free** scores :math:`\mathbf{x}_{0,i}^\top\theta_j`
    (released head, public features and labels at edge level: post-processing, free);
 6. ``edge_free_candidate=True``: the encoder's own predictions (edge-free, free) are kept instead of
-   the head's when they validate better, so the recipe is never below the MLP it contains.
+   the head's when they validate better, so the recipe is never below the MLP it contains. The
+   comparison reads the head's validation accuracy, so it is as private as the predictions: covered
+   with ``inference="released"``, reading the private graph (uncharged) otherwise.
 
 **Why the head needs step 5.** In the regime the privacy calibration puts the head in
 (:math:`\Lambda` large against the loss' curvature, so :math:`\Theta` stays near 0), the minimiser
