@@ -308,7 +308,7 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
     taken out of the masks with a warning.
     """
     reject_sampled_batch("run_caribou", data)  # a sampled subgraph is refused with the reason, before anything
-    data = prepare_node_data(data, recipe="run_caribou", clean=clean_graph)
+    data = prepare_node_data(data, recipe="run_caribou", clean=clean_graph, level=level)
     if min_degree is None:
         min_degree = 0
     if level == "node" and config.checkpoint == "best_val":

@@ -429,7 +429,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     reject_sampled_batch("run_progap", data)  # a sampled subgraph is refused with the reason, before anything
     if not isinstance(config, ProGAPConfig):
         raise TypeError(f"`config` must be a ProGAPConfig; got {type(config).__name__}")
-    data = prepare_node_data(data, recipe="run_progap", clean=clean_graph)
+    data = prepare_node_data(data, recipe="run_progap", clean=clean_graph, level=level)
     if level not in ("edge", "node"):
         raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
     private = not (isinstance(epsilon, (int, float)) and math.isinf(epsilon) and epsilon > 0)

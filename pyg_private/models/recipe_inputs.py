@@ -54,10 +54,13 @@ def clean_graph(edge_index: Tensor, num_nodes: Optional[int] = None) -> Tensor:
     return to_undirected(ei, num_nodes=n)
 
 
-def prepare_node_data(data: Data, *, recipe: str, clean: bool = False, masks: tuple[str, ...] = MASKS) -> Data:
+def prepare_node_data(data: Data, *, recipe: str, clean: bool = False, masks: tuple[str, ...] = MASKS,
+                      level: str = "edge") -> Data:
     """A shallow copy of ``data`` ready for a recipe: the graph cleaned when ``clean`` (see
     :func:`clean_graph`), and the nodes with ``y < 0`` taken out of ``masks`` (with a
-    :class:`UnlabelledNodesWarning` giving their number). ``data`` itself is not changed.
+    :class:`UnlabelledNodesWarning`, which gives their number per mask at edge level, where labels
+    are public, and no number at node level, where a count of unknown labels is a statistic of the
+    private data). ``data`` itself is not changed.
 
     Raises:
         ValueError: ``data`` lacks ``x``, ``y`` or a mask, a mask is not a boolean node mask, or a
@@ -85,7 +88,7 @@ def prepare_node_data(data: Data, *, recipe: str, clean: bool = False, masks: tu
             raise ValueError(f"{recipe}: `data.{name}` selects no labelled node (labels < 0 mean unknown)")
         setattr(out, name, kept)
     if dropped:
-        counts = ", ".join(f"{k}: {v}" for k, v in dropped.items())
-        warnings.warn(f"{recipe}: nodes with an unknown label (y < 0) were taken out of the masks ({counts}); "
+        counts = "" if level == "node" else " (" + ", ".join(f"{k}: {v}" for k, v in dropped.items()) + ")"
+        warnings.warn(f"{recipe}: nodes with an unknown label (y < 0) were taken out of the masks{counts}; "
                       "they stay in the graph", UnlabelledNodesWarning, stacklevel=3)
     return out

@@ -149,3 +149,14 @@ def test_node_level_mlp_needs_no_degree_bound():
     r = run_caribou(data, CaribouConfig(method="mlp", epochs=2), epsilon=8.0, delta=1e-3, level="node", seed=0)
     assert [e.unit.value for e in r.accountant.events] == ["node"] * len(r.accountant.events)
     assert len(r.accountant.events) >= 1 and r.accountant.epsilon("node", 1e-3) <= 8.0 + 1e-6
+
+
+def test_the_warning_gives_no_count_of_private_labels_at_node_level():
+    data = _graph()
+    data.y = data.y.clone()
+    data.y[:10] = -1
+    with pytest.warns(UnlabelledNodesWarning) as edge:
+        prepare_node_data(data, recipe="run_x")
+    with pytest.warns(UnlabelledNodesWarning) as node:
+        prepare_node_data(data, recipe="run_x", level="node")
+    assert "train_mask: 5" in str(edge[0].message) and "mask:" not in str(node[0].message)
