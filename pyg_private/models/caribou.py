@@ -67,7 +67,7 @@ from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .recipe_inputs import prepare_node_data
-from .selection import select_on_validation, select_privately
+from .selection import check_charged_search, select_on_validation, select_privately
 from ..accounting.hyperparameter_tuning import TrialDistribution
 
 __all__ = ["CaribouConfig", "CaribouResult", "CaribouModel", "config_grid", "run_caribou", "search_caribou",
@@ -456,14 +456,10 @@ def search_caribou(datasets: Sequence[Data], grid: Iterable[CaribouConfig], *, e
             grid, lambda config: [run_caribou(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
                                   for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)
     grid = list(grid)
-    if len(datasets) != 1 or list(seeds) != [None] or kwargs.get("level", "edge") != "edge":
-        raise ValueError("a charged search runs on one graph (`datasets=[data]`, `seeds=[None]`) at edge level: "
-                         "every further run on the same graph is a further release")
+    check_charged_search(datasets, seeds, kwargs, accountant)
     if any(c.method == "mlp" for c in grid):
         raise ValueError("a charged search compares private runs; method='mlp' releases nothing (it is every "
                          "private run's edge-free candidate already)")
-    if accountant is None or not isinstance(accountant, PrivacyAccountant):
-        raise ValueError("a charged search needs the `accountant` that pays for it")
 
     def cost(config: CaribouConfig):  # the one GDP event a candidate's run registers, from public settings
         if config.method == "caribou":

@@ -108,7 +108,7 @@ from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .recipe_inputs import prepare_node_data
-from .selection import select_on_validation, select_privately
+from .selection import check_charged_search, select_on_validation, select_privately
 from ..accounting.hyperparameter_tuning import TrialDistribution
 
 __all__ = ["ProGAPConfig", "ProGAPResult", "ProGAPModel", "progap_noise_multiplier", "run_progap", "search_progap"]
@@ -549,11 +549,7 @@ def search_progap(datasets: Sequence[Data], grid: Iterable[ProGAPConfig], *, eps
             grid, lambda config: [run_progap(d, config, epsilon=epsilon, delta=delta, seed=s, **kwargs)
                                   for d, s in zip(datasets, seeds)], lambda r: r.val_accuracy)
     grid = list(grid)
-    if len(datasets) != 1 or list(seeds) != [None] or kwargs.get("level", "edge") != "edge":
-        raise ValueError("a charged search runs on one graph (`datasets=[data]`, `seeds=[None]`) at edge level: "
-                         "every further run on the same graph is a further release")
-    if accountant is None or not isinstance(accountant, PrivacyAccountant):
-        raise ValueError("a charged search needs the `accountant` that pays for it")
+    check_charged_search(datasets, seeds, kwargs, accountant)
     # every candidate is calibrated to (epsilon, delta): K GDP events of mu = 1/sigma each; the costliest
     # (largest composed mu) dominates every other at every order
     costs = [_planned_events(progap_noise_multiplier(epsilon=epsilon, delta=delta, config=c), config=c,

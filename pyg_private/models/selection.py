@@ -28,7 +28,7 @@ from ..accounting.hyperparameter_tuning import (
 from ..accounting.units import Unit
 from ..mechanisms.randomness import get_secure_mode
 
-__all__ = ["select_on_validation", "select_privately", "PrivateSelection", "TrialCostExceeded"]
+__all__ = ["check_charged_search", "select_on_validation", "select_privately", "PrivateSelection", "TrialCostExceeded"]
 
 C = TypeVar("C")
 R = TypeVar("R")
@@ -225,3 +225,16 @@ def select_privately(grid: Iterable[C], run_one: Callable[[C, PrivacyAccountant]
     if best is None:
         return PrivateSelection(None, None, 0)
     return PrivateSelection(candidates[best[1]], best[2], k)
+
+
+def check_charged_search(datasets: Sequence[Any], seeds: Sequence[Any], kwargs: dict,
+                         accountant: Any) -> None:
+    """The recipes' rules for a charged search (``search_*(tuning=...)``), checked before anything
+    runs: one graph and no seed (every further run on the same graph is a further release), edge
+    level (the validation score is post-processing only there), and the accountant that pays."""
+    if len(datasets) != 1 or list(seeds) != [None] or kwargs.get("level", "edge") != "edge":
+        raise ValueError("a charged search runs on one graph (`datasets=[data]`, `seeds=[None]`) at edge level: "
+                         "every further run on the same graph is a further release")
+    if accountant is None or not isinstance(accountant, PrivacyAccountant):
+        raise ValueError("a charged search needs the `accountant` that pays for it")
+
