@@ -45,6 +45,7 @@ Hyperparameters are chosen on the validation split by :func:`search_gcon`, not c
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv, MLP
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from ..accounting import PrivacyAccountant
+from ..accounting import PrivacyAccountant, approximate_dp_event
 from ..nn._call_checks import reject_sampled_batch
 from ..nn import GAPAggregation, PerturbedAPPRConv
 from ..nn.perturbed_appr_conv import GCONFit
@@ -153,8 +154,8 @@ def calibrate_scores(edge_free_scores: torch.Tensor, y: torch.Tensor, num_classe
     are divided by their standard deviation first, which :math:`a` absorbs."""
     s = edge_free_scores.detach().to(torch.float64)
     s = s / s.std().clamp(min=1e-12)
-    a = torch.ones(num_classes, dtype=torch.float64, requires_grad=True)
-    b = torch.zeros(num_classes, dtype=torch.float64, requires_grad=True)
+    a = torch.ones(num_classes, dtype=torch.float64, device=s.device, requires_grad=True)
+    b = torch.zeros(num_classes, dtype=torch.float64, device=s.device, requires_grad=True)
     opt = torch.optim.LBFGS([a, b], max_iter=max_iter, line_search_fn="strong_wolfe", tolerance_grad=1e-9)
 
     def closure() -> torch.Tensor:
@@ -204,14 +205,20 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
                               regularization=config.regularization, loss=config.loss, huber_delta=config.huber_delta,
                               omega=config.omega, alpha_inference=config.alpha_inference, accountant=acct,
                               sampler=config.sampler)
+    aggregation = None
+    if released:
+        aggregation = GAPAggregation(1, epsilon=epsilon / 2, delta=delta / 2, accountant=acct, cached=True,
+                                     generator=gen, name="gcon_inference_aggregation")
+        if acct.budget:  # both releases must fit before the first is charged (the head's at its (eps, delta) bound)
+            trial = copy.deepcopy(acct)
+            trial.register(approximate_dp_event(unit="edge", epsilon=epsilon / 2, delta=delta / 2, name=layer.name))
+            trial.register(aggregation.event())
     if config.pseudo_labels:
         labels = torch.where(data.train_mask, data.y, predicted)
         fit = layer.fit(x0, data.edge_index, labels, generator=gen)
     else:
         fit = layer.fit(x0, data.edge_index, data.y, data.train_mask, generator=gen)
     if released:
-        aggregation = GAPAggregation(1, epsilon=epsilon / 2, delta=delta / 2, accountant=acct, cached=True,
-                                     generator=gen, name="gcon_inference_aggregation")
         hop = aggregation(x0.float(), data.edge_index)[:, x0.size(1):].to(torch.float64)  # released, unit rows
         alpha_i = config.alpha if config.alpha_inference is None else config.alpha_inference
         one_hop = alpha_i * x0.to(torch.float64) + (1 - alpha_i) * hop

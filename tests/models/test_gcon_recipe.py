@@ -84,3 +84,12 @@ def test_released_inference_spends_the_same_budget_on_two_releases(graph):
     assert len(names) == 2 and "gcon_inference_aggregation" in names
     assert r.accountant.epsilon("edge", 1e-3) <= 2.0 + 1e-9
     assert 0.0 <= r.test_accuracy <= 1.0
+
+
+def test_released_inference_is_refused_whole_when_the_budget_cannot_pay_both(graph):
+    from pyg_private.accounting import PrivacyAccountant, PrivacyBudgetExceeded
+
+    acct = PrivacyAccountant(budget={"edge": (1.5, 1e-3)})  # the head's half (1.0) fits, not both halves
+    with pytest.raises(PrivacyBudgetExceeded):
+        run_gcon(graph, GCONConfig(inference="released", **FAST), epsilon=2.0, delta=1e-3, seed=0, accountant=acct)
+    assert len(acct.events) == 0
