@@ -94,7 +94,7 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
         return (*run_gcn(data, seed=seed), "")
     if method == "progap":
         r = run_progap(data, ProGAPConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
-        return r.val_accuracy, r.test_accuracy, f"stage {r.stage}"
+        return r.val_accuracy, r.test_accuracy, f"stage {r.stage}" if r.candidate == "stage" else r.candidate
     if method == "node-mlp":  # node level: DP-SGD on the features alone (encoder and head), no edge read
         r = run_caribou(data, CaribouConfig(method="mlp", **overrides), epsilon=epsilon, delta=delta, seed=seed,
                         level="node", num_nodes=data.num_nodes)

@@ -41,3 +41,6 @@ from .selection import PrivateSelection, TrialCostExceeded, select_on_validation
 
 __all__ += ["clean_graph", "UnlabelledNodesWarning", "select_on_validation", "select_privately", "PrivateSelection",
             "TrialCostExceeded"]
+from .edge_free_mlp import fit_edge_free_mlp  # noqa: E402
+
+__all__ += ["fit_edge_free_mlp"]

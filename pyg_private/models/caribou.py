@@ -65,6 +65,7 @@ from ..nn import ContractiveGraphLayer, GAPAggregation
 from ..transforms import l2_row_normalize
 from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
+from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .recipe_inputs import prepare_node_data
 from .selection import check_charged_search, select_on_validation, select_privately
@@ -102,9 +103,10 @@ class CaribouConfig:
             without noise: 63.6% with :math:`\mathbf{X}^{(0)}`, 82.7% without).
         edge_free_candidate: at edge level, also train a head on :math:`\mathbf{X}^{(0)}` alone (the
             edge-free MLP inside the pipeline, free at edge level: features and labels are public
-            there), compare the encoder's own classifier on the raw features too, and keep whichever
+            there), compare the encoder's own classifier on the raw features and the plain PyG MLP of
+            :func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp` too, and keep whichever
             has the best validation accuracy, so a reported private figure is never below the MLP it
-            contains
+            contains by more than the selection's noise
             (:attr:`CaribouResult.candidate` says which won). Node level trains one head only (a
             second DP-SGD head and the selection on private labels would cost budget).
     """
@@ -156,8 +158,9 @@ class CaribouResult:
     noise_multiplier: float = 0.0
     accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
     model: Optional["CaribouModel"] = field(default=None, repr=False)
-    #: which head the validation selection kept: ``"private"`` (on the aggregation) or
-    #: ``"edge-free"`` (on X0 alone; see ``CaribouConfig.edge_free_candidate``)
+    #: which head the validation selection kept: ``"private"`` (on the aggregation), ``"edge-free"``
+    #: (on X0 alone, or the encoder's classifier) or ``"mlp"`` (the plain PyG MLP; see
+    #: ``CaribouConfig.edge_free_candidate``)
     candidate: str = "private"
 
 
@@ -414,6 +417,11 @@ def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: flo
             if own_val > val_acc:
                 candidate, val_acc, head, z = "edge-free", own_val, classifier, raw
                 model = CaribouModel(config, None, None, classifier, level="edge", raw=True)
+        mlp = fit_edge_free_mlp(raw, y, train, val, num_classes, seed=seed)  # the plain PyG MLP
+        mlp_val = accuracy(mlp, raw, y, val)
+        if mlp_val > val_acc:
+            candidate, val_acc, head, z = "mlp", mlp_val, mlp, raw
+            model = CaribouModel(config, None, None, mlp, level="edge", raw=True)
     return CaribouResult(config=config, epsilon=epsilon, val_accuracy=val_acc,
                          test_accuracy=accuracy(head, z, y, test), noise_std=noise_std,
                          noise_multiplier=multiplier, accountant=acct, candidate=candidate, model=model)

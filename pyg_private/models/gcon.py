@@ -22,8 +22,10 @@ non-private GCN reference.
 5. ``calibrate=True``: the head's class scores recalibrated per class, :math:`a_j s_j + b_j`,
    fitted on the training nodes' **edge-free** scores :math:`\mathbf{x}_{0,i}^\top\theta_j`
    (released head, public features and labels at edge level: post-processing, free);
-6. ``edge_free_candidate=True``: the encoder's own predictions (edge-free, free) are kept instead of
-   the head's when they validate better, so the recipe is never below the MLP it contains. The
+6. ``edge_free_candidate=True``: the encoder's own predictions and those of a plain PyG MLP on the
+   raw features (:func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp`; edge-free, free) are
+   kept instead of the head's when they validate better, so the recipe is never below the MLP it
+   contains by more than the selection's noise. The
    comparison reads the head's validation accuracy, so it is as private as the predictions: covered
    with ``inference="released"``, reading the private graph (uncharged) otherwise.
 
@@ -63,6 +65,7 @@ from ..nn._call_checks import reject_sampled_batch
 from ..nn import GAPAggregation, PerturbedAPPRConv
 from ..nn.perturbed_appr_conv import GCONFit
 from ..transforms import l2_row_normalize
+from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import fit_full_batch
 from .recipe_inputs import prepare_node_data
 from .selection import select_on_validation
@@ -95,7 +98,7 @@ class GCONConfig:
     normalize_input: bool = False  # the encoder reads row-normalised features (rows summing to 1 in absolute value)
     sampler: Literal["safe", "float"] = "safe"  # PerturbedAPPRConv's: "float" only for benchmarks and audits
     calibrate: bool = True  # per-class scale and offset of the head's scores, fitted on edge-free scores (free)
-    edge_free_candidate: bool = True  # keep the encoder's predictions when they validate better (free)
+    edge_free_candidate: bool = True  # keep the encoder's or a plain MLP's predictions when they validate better
 
 
 @dataclass
@@ -118,8 +121,8 @@ class GCONResult:
     test_accuracy: float  # = micro-F1 for single-label classes
     fit: Optional[GCONFit] = None
     accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
-    #: which predictions the validation selection kept: ``"private"`` (the head) or ``"edge-free"``
-    #: (the encoder's; see ``GCONConfig.edge_free_candidate``)
+    #: which predictions the validation selection kept: ``"private"`` (the head), ``"edge-free"``
+    #: (the encoder's) or ``"mlp"`` (the plain PyG MLP; see ``GCONConfig.edge_free_candidate``)
     candidate: str = "private"
 
 
@@ -242,6 +245,12 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
         plain = acc(predicted)  # the encoder's own predictions: edge-free, free at edge level
         if plain["val"] > result["val"]:
             candidate, result = "edge-free", plain
+        # the plain PyG MLP on the raw features (edge-free, free at edge level)
+        mlp = fit_edge_free_mlp(data.x, data.y, data.train_mask, data.val_mask, c, seed=seed)
+        with torch.no_grad():
+            plain = acc(mlp(data.x.float()).argmax(-1))
+        if plain["val"] > result["val"]:
+            candidate, result = "mlp", plain
     return GCONResult(config=config, epsilon=epsilon, val_accuracy=result["val"], test_accuracy=result["test"],
                       fit=fit, accountant=acct, candidate=candidate)
 

@@ -27,7 +27,9 @@ Every MLP layer is Linear, SELU, BatchNorm, dropout (``batch_norm``; the bases' 
 the heads' last layers plain); each stage restores its epoch of best validation accuracy
 (``checkpoint``, edge level). The prediction is the head of one stage: the one with the best
 **validation** accuracy (``select_stage=True``, so the edge-free stage 0 is always a candidate; the
-authors predict with the last stage and tune the depth on validation), or the last stage.
+authors predict with the last stage and tune the depth on validation), or the last stage. At edge
+level a plain PyG MLP on the raw features (:func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp`,
+``edge_free_candidate``; free there) is a further candidate of the same selection.
 ``combine="inputs"`` is the earlier variant of this package: one new base per stage over
 :math:`[\mathrm{normalize}(\mathbf{H}_0) \,\|\, \mathbf{X}_1 \,\|\, \cdots \,\|\, \mathbf{X}_k]`,
 no row normalisation before the head, its output the stage's embedding.
@@ -106,6 +108,7 @@ from ..nn._call_checks import reject_sampled_batch
 from ..nn.progap_aggregation import ProGAPAggregation, sum_aggregation_node_sensitivity
 from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
+from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .recipe_inputs import prepare_node_data
 from .selection import check_charged_search, select_on_validation, select_privately
@@ -144,6 +147,10 @@ class ProGAPConfig:
             ``"last"`` keeps the last; ``None`` (default) is ``"best_val"`` at edge level and
             ``"last"`` at node level, where ``"best_val"`` is refused (it reads private data).
         dp_epochs: the epochs of each stage's DP-SGD at node level (the authors' grid: 5, 10).
+        edge_free_candidate: at edge level, also train the plain PyG MLP of
+            :func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp` on the raw features (public
+            there: free) and predict with it when it validates better than the selected stage
+            (:attr:`ProGAPResult.candidate` says which won). Node level trains no such candidate.
     """
 
     K: int = 2
@@ -164,6 +171,7 @@ class ProGAPConfig:
     renormalize: bool = False
     checkpoint: Optional[Literal["best_val", "last"]] = None
     dp_epochs: int = 10
+    edge_free_candidate: bool = True
 
     def __post_init__(self) -> None:
         for name in ("K", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
@@ -182,7 +190,7 @@ class ProGAPConfig:
             raise ValueError(f"`combine` must be 'cat' or 'inputs'; got {self.combine!r}")
         if self.checkpoint not in ("best_val", "last", None):
             raise ValueError(f"`checkpoint` must be 'best_val', 'last' or None; got {self.checkpoint!r}")
-        for name in ("batch_norm", "layerwise", "renormalize", "select_stage"):
+        for name in ("batch_norm", "layerwise", "renormalize", "select_stage", "edge_free_candidate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"`{name}` must be a bool; got {getattr(self, name)!r}")
 
@@ -204,7 +212,7 @@ class ProGAPResult:
     epsilon: float
     val_accuracy: float
     test_accuracy: float
-    stage: int = 0  # the stage whose head predicts
+    stage: int = 0  # the stage whose head predicts (the selected stage, when the MLP predicts instead)
     stage_val_accuracy: tuple[float, ...] = ()
     stage_test_accuracy: tuple[float, ...] = ()
     level: str = "edge"
@@ -212,6 +220,9 @@ class ProGAPResult:
     noise_multiplier: float = 0.0
     accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
     model: Optional["ProGAPModel"] = field(default=None, repr=False)
+    #: what predicts: ``"stage"`` (the head of ``stage``) or ``"mlp"`` (the plain PyG MLP, edge level;
+    #: see ``ProGAPConfig.edge_free_candidate``)
+    candidate: str = "stage"
 
 
 def _mlp(dims: Sequence[int], *, plain_last: bool, norm: Optional[str], dropout: float) -> nn.Sequential:
@@ -328,10 +339,15 @@ class ProGAPModel:
     layers: list[ProGAPAggregation]
     stage: int
     level: str = "edge"
+    #: the plain MLP on the raw features when it won the selection (edge level); it then predicts
+    mlp: Optional[nn.Module] = None
 
     @torch.no_grad()
     def logits(self, x: Tensor, edge_index: Tensor, stage: Optional[int] = None) -> Tensor:
-        """Class scores of every node from the head of ``stage`` (default: the selected one)."""
+        """Class scores of every node from the head of ``stage`` (default: the selected candidate, the
+        MLP when it won; it reads no edge)."""
+        if stage is None and self.mlp is not None:
+            return self.mlp.eval()(x.float())
         stage = self.stage if stage is None else int(stage)
         if not 0 <= stage < len(self.stages):
             raise ValueError(f"`stage` must lie in [0, {len(self.stages) - 1}]; got {stage!r}")
@@ -517,11 +533,19 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     vals = tuple(accuracy(s, z, y, val) for s, z in zip(stages, inputs))
     tests = tuple(accuracy(s, z, y, test) for s, z in zip(stages, inputs))
     chosen = max(range(len(vals)), key=lambda i: (vals[i], -i)) if config.select_stage else config.K
+    val_acc, test_acc, candidate, mlp = vals[chosen], tests[chosen], "stage", None
+    if config.edge_free_candidate and not node_private:  # the plain MLP: features and labels public here
+        mlp = fit_edge_free_mlp(x, y, train, val, num_classes, seed=seed)
+        mlp_val = accuracy(mlp, x.float(), y, val)
+        if mlp_val > val_acc:
+            val_acc, test_acc, candidate = mlp_val, accuracy(mlp, x.float(), y, test), "mlp"
+        else:
+            mlp = None
     sensitivity = sum_aggregation_node_sensitivity(max_degree) if level == "node" else math.sqrt(2.0)
-    return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=vals[chosen], test_accuracy=tests[chosen],
+    return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=val_acc, test_accuracy=test_acc,
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, level=level,
                         noise_std=sigma * sensitivity, noise_multiplier=sigma, accountant=acct,
-                        model=ProGAPModel(config, stages, layers, chosen, level=level))
+                        model=ProGAPModel(config, stages, layers, chosen, level=level, mlp=mlp), candidate=candidate)
 
 
 def search_progap(datasets: Sequence[Data], grid: Iterable[ProGAPConfig], *, epsilon: float, delta: float,
