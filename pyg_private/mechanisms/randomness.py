@@ -11,8 +11,10 @@ unpredictability of the words. Three sources, chosen per component:
 * the default (``secure_mode=False``, no generator): on the CPU the same ChaCha20 stream as
   ``secure_mode`` below (it is also the fastest source here: 1.3 ns a word against 1.9 ns for
   NumPy's PCG64), or PCG64 seeded from :func:`os.urandom` without the ``cryptography`` package; on
-  other devices a private ``torch.Generator`` seeded from :func:`os.urandom`. Fresh for every
-  release, never seeded from ``torch.manual_seed``. PCG64 and torch's generators are statistically
+  CUDA the same ChaCha20 stream computed on the device
+  (:class:`~pyg_private.mechanisms._chacha20_device.DeviceChaCha20Stream`); on other devices a
+  private ``torch.Generator`` seeded from :func:`os.urandom`. Fresh for every release, never seeded
+  from ``torch.manual_seed``. PCG64 and torch's generators are statistically
   excellent but not cryptographic: an attacker who observes enough of their raw output could in
   principle predict the rest.
 * ``secure_mode=True``: the ChaCha20 stream cipher's keystream (RFC 8439, through the
@@ -22,7 +24,9 @@ unpredictability of the words. Three sources, chosen per component:
   entropy pool), about 1 ns a word here against 13 to 20 ns for :func:`os.urandom` itself, which is
   used when ``cryptography`` is not installed. What ``secure_mode`` adds to the default: never a
   seedable generator on any device (a seeded ``generator`` is refused, and there is no fallback
-  to PCG64; on other devices the words are drawn on the CPU and copied). Set it per component,
+  to PCG64; on CUDA the keystream is computed on the device, bit for bit the CPU stream's for the
+  same key, with or without ``cryptography``; on other devices the words are drawn on the CPU and
+  copied). Set it per component,
   or process-wide with :func:`set_secure_mode` / :func:`secure_mode` (the process-wide default is
   off, as in Opacus).
 """
@@ -185,10 +189,13 @@ class RandomSource:
                              "create the generator on the input's device")
         self.generator = generator
         self.secure = bool(secure)
-        self._numpy = self._stream = None
+        self._numpy = self._stream = self._device_stream = None
         if generator is not None:
             return
-        if Cipher is not None and (self.secure or self.device.type == "cpu"):
+        if self.device.type == "cuda":  # the ChaCha20 keystream made on the device (Triton, else torch)
+            from ._chacha20_device import DeviceChaCha20Stream  # imports triton on the first CUDA source only
+            self._device_stream = DeviceChaCha20Stream(self.device)
+        elif Cipher is not None and (self.secure or self.device.type == "cpu"):
             self._stream = _ChaCha20Stream()  # words made on the CPU (and copied to another device)
         elif not self.secure:
             if self.device.type == "cpu":
@@ -235,10 +242,14 @@ class RandomSource:
             if (out.dtype != torch.int64 or out.numel() != n or not out.is_contiguous()
                     or out.device.type != self.device.type):
                 raise ValueError(f"`out` must be a contiguous int64 tensor of {n} entries on {self.device}")
+            if self._device_stream is not None:
+                return self._device_stream.fill(out)
             if self._stream is not None and self.device.type == "cpu":  # the keystream straight into `out`
                 self._stream.fill(out.numpy())
                 return out.bitwise_and_(_WORD_MASK)
             return out.copy_(self.words(n))
+        if self._device_stream is not None:
+            return self._device_stream.fill(torch.empty(n, dtype=torch.int64, device=self.device))
         if self._numpy is not None:
             raw = self._numpy.bit_generator.random_raw(n)  # uint64
             np.right_shift(raw, np.uint64(1), out=raw)
