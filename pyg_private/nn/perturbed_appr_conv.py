@@ -285,7 +285,10 @@ class PerturbedAPPRConv(SparsePropagation):
         for this fit only and not kept with the model.
         """
         z = self.propagation(x, edge_index)
-        mask = torch.ones(z.size(0), dtype=torch.bool) if mask is None else mask
+        mask = torch.ones(z.size(0), dtype=torch.bool, device=z.device) if mask is None else mask
+        if mask.device != z.device or y.device != z.device:
+            raise ValueError(f"`mask` and `y` must be on the features' device ({z.device}); got {mask.device} and "
+                             f"{y.device}")
         if mask.dtype != torch.bool or mask.numel() != z.size(0) or not bool(mask.any()):
             raise ValueError("`mask` must be a non-empty boolean node mask")
         if y.dim() != 1 or y.numel() != z.size(0) or int(y[mask].min()) < 0 or int(y[mask].max()) >= self.out_channels:
@@ -299,7 +302,8 @@ class PerturbedAPPRConv(SparsePropagation):
             charge(self.accountant, objective_perturbation_event(cal, unit="edge", name=self.name,
                                                                  mechanism="objective_perturbation", params=params),
                    self)
-            noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=generator)
+            noise = sample_objective_noise(self.out_features, self.out_channels, cal.beta, generator=generator,
+                                           device=generator.device if generator is not None else z.device)
             sol = solve_separable_ridge(z[mask], targets, self.loss, regularization=cal.Lambda + cal.Lambda_prime,
                                         linear_term=noise, tol=self.tol)
             del noise  # never stored with the model
@@ -365,7 +369,7 @@ class PerturbedAPPRConv(SparsePropagation):
         charge(self.accountant, approximate_dp_event(unit="edge", epsilon=eps, delta=delta, name=self.name,
                                                      mechanism="objective_perturbation_safe", params=params,
                                                      profile=profile), self)
-        noise = sample_coupled_objective_noise(plan.noise, source)
+        noise = sample_coupled_objective_noise(plan.noise, source).to(z.device)  # d x c, drawn on the CPU
         lam = cal.Lambda + cal.Lambda_prime
         c2 = self.constants[1]
         sol, theta, ok = None, None, False
@@ -386,7 +390,7 @@ class PerturbedAPPRConv(SparsePropagation):
             raise RuntimeError(f"{self.name}: the solver could not certify its head within the public radius "
                                f"{plan.radius:.3g} (charged, nothing released); raise `regularization` or `tol`")
         self.granularity = plan.granularity
-        return release_on_grid(theta, plan, source), sol, True
+        return release_on_grid(theta.cpu(), plan, source).to(z.device), sol, True
 
     def forward(self, x: Tensor, edge_index: Adj, mode: Literal["private", "public"] = "private") -> Tensor:
         """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head, computed in float64 and

@@ -49,9 +49,12 @@ def solve_separable_ridge(z: Tensor, y: Tensor, loss: SeparableLoss, *, regulari
     z, y = z.to(torch.float64), y.to(torch.float64)
     n, d = z.shape
     c = y.size(1)
-    lin = torch.zeros(d, c, dtype=torch.float64) if linear_term is None else linear_term.to(torch.float64)
-    theta = torch.zeros(d, c, dtype=torch.float64) if theta0 is None else theta0.to(torch.float64).clone()
-    eye = torch.eye(d, dtype=torch.float64)
+    dev = z.device  # everything on the data's device (a CUDA fit never copies the rows to the CPU)
+    lin = torch.zeros(d, c, dtype=torch.float64, device=dev) if linear_term is None else \
+        linear_term.to(dev, torch.float64)
+    theta = torch.zeros(d, c, dtype=torch.float64, device=dev) if theta0 is None else \
+        theta0.to(dev, torch.float64).clone()
+    eye = torch.eye(d, dtype=torch.float64, device=dev)
     grad_norm = float("inf")
     for it in range(max_iter + 1):
         margins = z @ theta
@@ -66,7 +69,7 @@ def solve_separable_ridge(z: Tensor, y: Tensor, loss: SeparableLoss, *, regulari
         # Armijo backtracking, per class
         f0 = _objective(z, y, theta, loss, regularization, lin)
         slope = (grad * step).sum(0)  # < 0
-        t = torch.ones(c, dtype=torch.float64)
+        t = torch.ones(c, dtype=torch.float64, device=dev)
         for _ in range(60):
             trial = theta + t * step
             ok = _objective(z, y, trial, loss, regularization, lin) <= f0 + 1e-4 * t * slope + 1e-15 * f0.abs()
@@ -98,7 +101,7 @@ def gradient_norm_bound(z: Tensor, y: Tensor, theta: Tensor, loss: SeparableLoss
     product :math:`Z^\top\ell'` by :math:`\gamma_n |Z|^\top|\ell'|` more; the three terms of the sum
     by :math:`3u` of their magnitudes. The bound on the error matrix is doubled (its own
     evaluation rounds) and added to the computed norm, itself raised by :math:`(dc + 2)u`."""
-    z, y, theta, lin = (t.to(torch.float64) for t in (z, y, theta, linear_term))
+    z, y, theta, lin = (t.to(z.device, torch.float64) for t in (z, y, theta, linear_term))
     n, d = z.shape
     c = theta.size(1)
 
