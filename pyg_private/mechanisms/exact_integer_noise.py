@@ -106,6 +106,10 @@ _FLOAT_MARGIN = 2.0 ** -44
 _GRID_SIMD = True
 _CHUNK = 1 << 16  # samples per vectorised pass (2^15 to 2^17 measured; 2^16 the fastest)
 _TASK = 1 << 19  # samples per task of one thread, with its own random stream
+#: Device types on which a task's first pass (and a grid release's grid step) runs as one Triton
+#: launch (:mod:`~pyg_private.mechanisms._exact_noise_triton`; the same samples as the torch pass). The
+#: tests add ``"cpu"`` under Triton's interpreter.
+_TRITON_DEVICES = {"cuda"}
 
 
 def _pool_size(n: int) -> int:
@@ -118,6 +122,25 @@ def _sample_scratch(size: int, device: torch.device) -> Callable[[], list[Tensor
     """The factory of one scratch set of :meth:`RoundedNoiseSampler._sample_task`."""
     return lambda: [torch.empty(size, dtype=torch.int64, device=device) for _ in range(5)] + \
         [torch.empty(size, dtype=torch.bool, device=device)]
+
+
+def _triton():
+    """The Triton kernels' module (it imports triton: on the first task on a Triton device only)."""
+    from . import _exact_noise_triton
+
+    return _exact_noise_triton
+
+
+def _triton_scratch(size: int, per: int, device: torch.device) -> Callable[[], list[Tensor]]:
+    """The factory of one scratch set of a Triton task of up to ``size`` samples: the words, the flagged
+    indices, the kept grid values and the launch's workspace."""
+    return lambda: [torch.empty(size, dtype=torch.int64, device=device) for _ in range(per + 2)] + \
+        [torch.empty(_triton().workspace_size(size), dtype=torch.int64, device=device)]
+
+
+def _task_size(n: int) -> int:
+    """Samples of the Triton scratch set for a task of ``n``: the power of two at least ``n``."""
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 def _grid_scratch(size: int, per: int) -> Callable[[], list[Tensor]]:
@@ -503,6 +526,12 @@ class RoundedNoiseSampler:
         from .grid import _CLAMP, add_noise_on_grid_, check_granularity  # grid imports this module
 
         g = check_granularity(granularity)
+        if self._triton_grid(values, g):  # one launch a task (the same tasks and streams as sample())
+            flat = values.view(-1)
+            step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
+            self._run_tasks(flat.numel(), source,
+                            lambda lo, hi, stream: self._grid_task_triton(flat[lo:hi], step, stream))
+            return values
         if not self._fused(values, g):
             return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
         flat = values.view(-1)
@@ -542,6 +571,16 @@ class RoundedNoiseSampler:
         """Whether the fused C pass takes ``values`` on the grid ``g``."""
         return self._fused_for(values.device, values.dtype, g) and values.is_contiguous()
 
+    @staticmethod
+    def _triton_on(device: torch.device) -> bool:
+        """Whether the tasks on ``device`` run their first pass as Triton launches."""
+        return torch.device(device).type in _TRITON_DEVICES and _triton().triton_available()
+
+    def _triton_grid(self, values: Tensor, g: float) -> bool:
+        """Whether the Triton kernel takes the grid release of ``values`` on the grid ``g``."""
+        return (self._triton_on(values.device) and values.dtype in (torch.float32, torch.float64)
+                and values.is_contiguous() and 2.0 ** -100 <= g <= 2.0 ** 100)
+
     def _fused_for(self, device: torch.device, dtype: torch.dtype, g: float) -> bool:
         """Whether the fused C pass takes contiguous values of ``dtype`` on ``device`` on the grid ``g``."""
         return (self.native and _native_grid is not None and self._t.words_per_sample <= 2
@@ -563,6 +602,12 @@ class RoundedNoiseSampler:
         for t in range(tasks):
             size = _pool_size(min(_TASK, n - t * _TASK) if n else 0)
             sizes[size] = sizes.get(size, 0) + 1
+        if self._triton_on(device):
+            per = self._t.words_per_sample
+            for size in {_task_size(min(_TASK, n - t * _TASK)) for t in range(tasks)} if n else ():
+                reserve(("exact_integer_noise_triton", device, per, size), _triton_scratch(size, per, device),
+                        max(1, int(concurrent)))
+            return
         for size, count in sizes.items():
             need = min(count, max(1, _workers(tasks, device))) * max(1, int(concurrent))
             if grid:
@@ -586,6 +631,9 @@ class RoundedNoiseSampler:
         """Fill ``out`` from one stream: cache-sized chunks through :func:`first_pass` (with scratch
         buffers borrowed for the task), the flagged samples (about 1%) finished together, then the
         rejected values drawn again in their cells."""
+        if self._triton_on(out.device) and out.is_contiguous():
+            self._task_triton(out, None, None, source)
+            return
         t = self._t
         n = out.numel()
         tables = t.on(out.device)
@@ -615,6 +663,46 @@ class RoundedNoiseSampler:
         if flagged:
             self._finish_flagged(out, torch.cat([f[0] for f in flagged]),
                                  [torch.cat([f[1][i] for f in flagged]) for i in range(per)], source)
+
+    def _task_triton(self, out: Optional[Tensor], values: Optional[Tensor], step: Optional[tuple],
+                     source: RandomSource) -> None:
+        """One task as one Triton launch (:mod:`~pyg_private.mechanisms._exact_noise_triton`): the
+        samples into ``out`` (:meth:`_sample_task`), or with ``values`` and ``step`` the grid release
+        of :meth:`add_to_grid_`. The words are drawn chunk by chunk as :meth:`_sample_task` draws them
+        (the same words, hence the same samples); the flagged samples, listed in increasing order on
+        the device, are finished together after the one synchronisation (their count)."""
+        t = self._t
+        target = out if out is not None else values
+        n, device = target.numel(), target.device
+        per = t.words_per_sample
+        size = _task_size(n)
+        with borrow(("exact_integer_noise_triton", device, per, size), _triton_scratch(size, per, device)) as buffers:
+            words = [b[:n] for b in buffers[:per]]
+            index, kept, workspace = buffers[per][:n], buffers[per + 1][:n], buffers[per + 2]
+            for start in range(0, n, _CHUNK):
+                m = min(_CHUNK, n - start)
+                for w in words:
+                    source.words(m, out=w[start:start + m])
+            tables, kernels = t.on(device), _triton()
+            if values is None:
+                count = kernels.first_pass_triton(words, None, None, out, index, 0, tables, t, workspace=workspace)
+            else:
+                count = kernels.grid_first_pass_triton(words, values, step, index, kept, 0, tables, t,
+                                                       workspace=workspace)
+            count = int(count)  # the one synchronisation
+            if not count:
+                return
+            where = index[:count].clone()
+            flagged_words = [w.index_select(0, where) for w in words]
+            kept = kept[:count].clone()
+        if values is None:
+            self._finish_flagged(out, where, flagged_words, source)
+        else:
+            self._grid_finish(values, step, source, (where, kept, flagged_words))
+
+    def _grid_task_triton(self, values: Tensor, step: tuple[float, float, float], source: RandomSource) -> None:
+        """The grid release of one task's contiguous ``values`` as one Triton launch (see :meth:`_task_triton`)."""
+        self._task_triton(None, values, step, source)
 
     def _grid_pass(self, values: Tensor, step: tuple[float, float, float], source: RandomSource) -> Optional[tuple]:
         """The first stage of :meth:`add_to_grid_` on the contiguous CPU ``values`` of one task (one
@@ -655,8 +743,8 @@ class RoundedNoiseSampler:
         if pending is None:
             return
         where, kept, words = pending
-        noise = torch.empty(where.numel(), dtype=torch.int64)
-        self._finish_flagged(noise, torch.arange(where.numel()), words, source)
+        noise = torch.empty(where.numel(), dtype=torch.int64, device=values.device)
+        self._finish_flagged(noise, torch.arange(where.numel(), device=values.device), words, source)
         total = kept.add_(noise)  # wraps as the C sum does
         values[where] = torch.mul(total.to(values.dtype), torch.tensor(step[1], dtype=values.dtype))
 
