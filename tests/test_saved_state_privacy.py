@@ -474,6 +474,19 @@ def privge() -> Case:
 
 
 @scenario
+def link_prediction() -> Case:
+    # key 33: message 3 edges, supervision 2, validation 2, test 1 of the private graph's 8
+    split = transforms.PrivateLinkSplit(num_val=0.2, num_test=0.2, num_message=0.4, num_train=0.2, key=33,
+                                        generator=_gen())
+    train, val, test = split(private_data())
+    cfg = models.LinkPredictionConfig(hidden=4, epochs=2, batch_size=4, selection_pairs=20, feature_dim=None)
+    result = models.run_link_prediction(train, val, test, cfg, epsilon=1.0, delta=1e-3, num_edges=len(_PAIRS),
+                                        seed=0)
+    ref = pnn.GAPAggregation(2, noise_multiplier=0.0)(X, train.edge_index)
+    return Case({"split": split, "result": result}, [ref])
+
+
+@scenario
 def edge_rr() -> Case:
     acct = PrivacyAccountant()
     t = transforms.EdgeRandomizedResponse(epsilon=1.0, accountant=acct, generator=_gen())

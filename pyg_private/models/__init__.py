@@ -44,3 +44,7 @@ __all__ += ["clean_graph", "UnlabelledNodesWarning", "select_on_validation", "se
 from .edge_free_mlp import fit_edge_free_mlp  # noqa: E402
 
 __all__ += ["fit_edge_free_mlp"]
+from .link_prediction import (LinkPredictionConfig, LinkPredictionModel, LinkPredictionResult,  # noqa: E402
+                              run_link_prediction)
+
+__all__ += ["LinkPredictionConfig", "LinkPredictionResult", "LinkPredictionModel", "run_link_prediction"]

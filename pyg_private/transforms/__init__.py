@@ -24,3 +24,8 @@ __all__ += [
     "PiecewiseFeaturePerturb",
     "MultiBitFeaturePerturb",
 ]
+
+# link prediction under edge-level DP: the keyed-hash split of all node pairs
+from .private_link_split import PrivateLinkSplit  # noqa: E402
+
+__all__ += ["PrivateLinkSplit"]

@@ -21,3 +21,8 @@ __all__ = [
     "lazy_ppr_restoring_seed_edges",
     "appr_propagate",
 ]
+
+# link prediction under edge-level DP: the keyed-hash pair split and graph-blind pair sampling
+from .pair_sampling import LinkSplitRule, pair_hash, sample_pairs  # noqa: E402
+
+__all__ += ["LinkSplitRule", "pair_hash", "sample_pairs"]

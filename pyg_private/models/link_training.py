@@ -1,0 +1,172 @@
+r"""The two private steps of :func:`~pyg_private.models.run_link_prediction` that read edges
+besides the encoder's release: the pair decoder trained by DP-SGD on the supervision edges, and
+the report-noisy-max selection on the validation edges.
+
+**DP-SGD, one supervision edge = one example** (Abadi et al., "Deep Learning with Differential
+Privacy", CCS 2016, Alg. 1). An example is a positive pair :math:`(u, v)` together with
+``num_negatives`` pairs drawn uniformly from the supervision part for that example and that step,
+without reading the graph (:func:`~pyg_private.utils.sample_pairs`); its loss is the binary
+cross-entropy of the positive against label 1 plus the mean over its negatives against label 0, and
+its gradient (all of it, negatives included) is clipped to ``max_grad_norm`` :math:`C`. Each step
+samples the examples independently at the public rate :math:`q` (Poisson sampling), sums the
+clipped gradients, adds :math:`N(0, \sigma^2 C^2 I)` and divides by the public expected batch
+size. Under edge-level neighbours (one supervision edge added or removed) the sum changes by one
+clipped gradient whatever the negatives, so :math:`T` steps are the subsampled Gaussian mechanism
+of Mironov, Talwar and Zhang (2019) that
+:func:`~pyg_private.accounting.subsampled_gaussian_event` accounts. Per-example gradients come from
+``torch.func`` (``vmap`` of ``grad``); the decoders are PyG :class:`~torch_geometric.nn.MLP`\ s
+without normalisation or dropout (a batch norm would mix the examples).
+
+**Report noisy max** (Dwork and Roth, "The Algorithmic Foundations of Differential Privacy", 2014,
+Sec. 3.3, Claim 3.9): for :math:`m` counting queries, adding independent :math:`\mathrm{Lap}(1/\epsilon)`
+noise to each count and releasing only the index of the largest noisy count is
+:math:`\epsilon`-DP. The claim's proof uses that one individual added raises every count by 0 or 1
+(monotone counts of sensitivity 1), which is what the selection's counts satisfy. Here the noise
+is the Laplace variable rounded to a power-of-two grid :math:`g` and sampled exactly from integers
+(:func:`~pyg_private.mechanisms.exact_integer_noise.rounded_laplace`), and ties go to the first
+candidate. The proof carries over: with the others' noise fixed, candidate :math:`i` wins exactly
+when its own integer noise :math:`K_i` (in grid steps) reaches a threshold :math:`t` set by the
+others, and adding one individual moves :math:`t` by at most :math:`1/g` steps, in the direction
+that the monotone counts allow; the rounded Laplace law satisfies
+:math:`P(K \ge t + 1/g) = S((t - \tfrac12) g + 1) \ge e^{-\epsilon} S((t - \tfrac12) g) = e^{-\epsilon} P(K \ge t)`
+for the continuous survival function :math:`S` of :math:`\mathrm{Lap}(1/\epsilon)`, which is the
+one inequality the proof needs in both directions. No output is impossible under a neighbour
+(exact sampling, no floating-point sampler).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import MLP
+
+from ..mechanisms.exact_integer_noise import MAX_SCALE, MIN_SCALE, rounded_laplace
+from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..utils.pair_sampling import LinkSplitRule, sample_pairs
+
+__all__ = ["LinkDecoder", "fit_link_decoders", "report_noisy_max"]
+
+
+class LinkDecoder(nn.Module):
+    r"""Scores a pair from the released features of its two nodes: a node MLP :math:`f` and
+    :math:`\mathrm{MLP}(f(z_u) \odot f(z_v))` (``"hadamard"``) or :math:`f(z_u)^\top f(z_v)`
+    (``"dot"``), reading the columns ``[start, stop)`` of the node features. Symmetric in
+    :math:`(u, v)`."""
+
+    def __init__(self, in_channels: int, hidden: int, layers: int, kind: str = "hadamard", *,
+                 columns: tuple[int, int]) -> None:
+        super().__init__()
+        if kind not in ("hadamard", "dot"):
+            raise ValueError(f"`decoder` must be 'hadamard' or 'dot'; got {kind!r}")
+        self.kind = kind
+        self.columns = (int(columns[0]), int(columns[1]))
+        self.node = MLP([in_channels] + [hidden] * layers, act="relu", norm=None, dropout=0.0)
+        self.score = MLP([hidden, hidden, 1], act="relu", norm=None, dropout=0.0) if kind == "hadamard" else None
+
+    def forward(self, z_u: Tensor, z_v: Tensor) -> Tensor:
+        a, b = self.columns
+        h = self.node(z_u[..., a:b]) * self.node(z_v[..., a:b])
+        return self.score(h).squeeze(-1) if self.score is not None else h.sum(-1)
+
+
+class _Joint(nn.Module):
+    """Several decoders trained in one DP-SGD run: an example's gradient is the concatenation of
+    their gradients (disjoint parameters), clipped together, so the run costs one mechanism."""
+
+    def __init__(self, decoders: Sequence[LinkDecoder]) -> None:
+        super().__init__()
+        self.decoders = nn.ModuleList(decoders)
+
+    def forward(self, z_u: Tensor, z_v: Tensor) -> Tensor:
+        return torch.stack([d(z_u, z_v) for d in self.decoders], dim=-1)
+
+
+def _example_loss(scores: Tensor) -> Tensor:
+    """One example's loss from its scores ``[1 + k, D]`` (row 0 the positive, the others its
+    negatives; one column per decoder): BCE(positive, 1) + mean BCE(negative, 0), summed over decoders."""
+    pos = F.binary_cross_entropy_with_logits(scores[0], torch.ones_like(scores[0]), reduction="sum")
+    if scores.size(0) == 1:
+        return pos
+    neg = F.binary_cross_entropy_with_logits(scores[1:], torch.zeros_like(scores[1:]), reduction="none")
+    return pos + neg.mean(0).sum()
+
+
+def fit_link_decoders(decoders: Sequence[LinkDecoder], z: Tensor, positives: Tensor, *, rule: LinkSplitRule,
+                      sample_rate: float, steps: int, expected_batch: float, noise_multiplier: float,
+                      max_grad_norm: Optional[float], num_negatives: int, lr: float,
+                      generator: Optional[torch.Generator] = None) -> None:
+    r"""Train ``decoders`` jointly on the supervision edges ``positives`` ``[2, E]`` over the node
+    features ``z`` (a release), in place: ``steps`` steps of Poisson sampling at ``sample_rate``,
+    per-example clipping at ``max_grad_norm`` and Gaussian noise of ``noise_multiplier`` times it,
+    the sum divided by the public ``expected_batch``, then Adam (see the module notes).
+
+    ``noise_multiplier = 0`` with ``max_grad_norm=None`` is the non-private reference (no clipping,
+    no noise, the mean over the batch actually drawn). The caller charges the run before calling.
+    ``generator`` draws the sampling, the negatives and the noise (the global generator if ``None``).
+    """
+    from torch.func import functional_call, grad, vmap
+
+    joint = _Joint(decoders).to(z.device)
+    joint.train()
+    names = [k for k, _ in joint.named_parameters()]
+    params = dict(joint.named_parameters())
+    opt = torch.optim.Adam(params.values(), lr=lr)
+    z = z.detach()
+    n = z.size(0)
+    k = int(num_negatives)
+    m = positives.size(1)
+
+    def loss_of(p: dict[str, Tensor], zu: Tensor, zv: Tensor) -> Tensor:
+        return _example_loss(functional_call(joint, p, (zu, zv)))
+
+    per_example = vmap(grad(loss_of), in_dims=(None, 0, 0))
+    private = max_grad_norm is not None
+    for _ in range(int(steps)):
+        chosen = positives[:, torch.rand(m, generator=generator, device=positives.device) < sample_rate]
+        b = chosen.size(1)
+        summed = {name: torch.zeros_like(params[name]) for name in names}
+        if b:
+            pairs = chosen.unsqueeze(-1)
+            if k:
+                neg = sample_pairs(n, b * k, part="train", split=rule, generator=generator).to(z.device)
+                pairs = torch.cat([pairs, neg.view(2, b, k)], dim=-1)  # [2, b, 1 + k]
+            detached = {name: p.detach() for name, p in params.items()}
+            grads = per_example(detached, z[pairs[0]], z[pairs[1]])
+            if private:
+                norms = torch.sqrt(sum(g.reshape(b, -1).pow(2).sum(1) for g in grads.values()))
+                factor = (float(max_grad_norm) / (norms + 1e-6)).clamp(max=1.0)
+            else:
+                factor = torch.ones(b, device=z.device)
+            for name in names:
+                summed[name] = torch.einsum("b,b...->...", factor, grads[name])
+        scale = float(expected_batch) if private else float(max(b, 1))
+        for name in names:
+            g = summed[name]
+            if private and noise_multiplier > 0:
+                g = g + torch.randn(g.shape, generator=generator, device=g.device) * (noise_multiplier * max_grad_norm)
+            params[name].grad = g / scale
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    joint.eval()
+    for p in joint.parameters():
+        p.grad = None
+
+
+def report_noisy_max(counts: Tensor, epsilon: float, *, generator: Optional[torch.Generator] = None,
+                     secure_mode: Optional[bool] = None) -> int:
+    r"""The index of the largest of ``counts`` (integers) plus independent :math:`\mathrm{Lap}(1/\epsilon)`
+    noise rounded to a power-of-two grid and sampled exactly (see the module notes); ties go to the
+    first index. Only the index leaves the function. Charge the selection before calling."""
+    if counts.dim() != 1 or counts.numel() == 0 or counts.is_floating_point():
+        raise ValueError("`counts` must be a non-empty 1-D integer tensor")
+    scale = 1.0 / float(epsilon)
+    j = max(0, math.ceil(math.log2(MIN_SCALE / scale)))  # scale / g >= MIN_SCALE grid steps
+    if scale * 2.0 ** j > MAX_SCALE:
+        raise ValueError(f"`epsilon` {epsilon!r} is out of the exact sampler's range")
+    source = RandomSource("cpu", generator=generator, secure=resolve_secure_mode(secure_mode, generator))
+    noise = rounded_laplace(counts.numel(), scale * 2.0 ** j, source)
+    noisy = counts.cpu().long() * (1 << j) + noise
+    return int(torch.argmax(noisy))  # the first maximal index
