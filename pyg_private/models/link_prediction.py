@@ -119,7 +119,7 @@ class LinkPredictionConfig:
     feature_dim: Optional[int] = 32
     hidden: int = 32
     layers: int = 1
-    decoder: Literal["hadamard", "dot"] = "dot"
+    decoder: Literal["hadamard", "dot", "channels"] = "dot"
     num_negatives: int = 3
     epochs: int = 30
     batch_size: int = 256
@@ -138,8 +138,8 @@ class LinkPredictionConfig:
         if self.feature_dim is not None and (isinstance(self.feature_dim, bool) or not isinstance(self.feature_dim, int)
                                              or self.feature_dim < 1):
             raise ValueError(f"`feature_dim` must be a positive int or None; got {self.feature_dim!r}")
-        if self.decoder not in ("hadamard", "dot"):
-            raise ValueError(f"`decoder` must be 'hadamard' or 'dot'; got {self.decoder!r}")
+        if self.decoder not in ("hadamard", "dot", "channels"):
+            raise ValueError(f"`decoder` must be 'hadamard', 'dot' or 'channels'; got {self.decoder!r}")
         if isinstance(self.num_negatives, bool) or not isinstance(self.num_negatives, int) or self.num_negatives < 0:
             raise ValueError(f"`num_negatives` must be an int >= 0; got {self.num_negatives!r}")
         if not (self.lr > 0 and self.max_grad_norm > 0):
@@ -192,7 +192,8 @@ class LinkPredictionModel:
             return _cosine(z, pairs)
         if which not in self.decoders:
             raise ValueError(f"no decoder {which!r}; have {sorted(self.decoders)}")
-        return self.decoders[which](z[pairs[0]], z[pairs[1]])
+        zd = _decoder_input(z, x.detach().float(), getattr(self.decoders[which], "raw", None))
+        return self.decoders[which](zd[pairs[0]], zd[pairs[1]])
 
 
 @dataclass
@@ -334,6 +335,12 @@ def check_link_inputs(train_data: Data, val_data: Data, test_data: Data) -> _Inp
     return _Inputs(x, n, rule, message, train_pos, *labelled["val_data"], *labelled["test_data"])
 
 
+def _decoder_input(z: Tensor, x: Tensor, raw: Optional[tuple[int, int]]) -> Tensor:
+    """The decoders' node features: the release ``z``, and the raw public features on unit rows
+    after it when a decoder reads their cosine (``raw``, its columns)."""
+    return z if raw is None else torch.cat([z, F.normalize(x.float(), dim=-1)], dim=-1)
+
+
 def _cosine(h: Tensor, pairs: Tensor) -> Tensor:
     return F.cosine_similarity(h[pairs[0]], h[pairs[1]], dim=-1)
 
@@ -438,8 +445,10 @@ def run_link_prediction(train_data: Data, val_data: Data, test_data: Data, confi
     with forked:
         if seed is not None:
             torch.manual_seed(int(seed))
-        decoders = {"private": LinkDecoder((config.K + 1) * d, config.hidden, config.layers, config.decoder,
-                                           columns=(0, (config.K + 1) * d))}
+        width = (config.K + 1) * d
+        raw = (width, width + x.size(1)) if config.decoder == "channels" and projection is not None else None
+        decoders = {"private": LinkDecoder(width, config.hidden, config.layers, config.decoder,
+                                           columns=(0, width), blocks=config.K + 1, raw=raw)}
         if config.encoder_free_candidate:
             decoders["encoder-free"] = LinkDecoder(d, config.hidden, config.layers, config.decoder, columns=(0, d))
     names = [c for c in CANDIDATES if c != "encoder-free" or config.encoder_free_candidate]
@@ -459,17 +468,18 @@ def run_link_prediction(train_data: Data, val_data: Data, test_data: Data, confi
         # 1. the encoder release, on the message edges
         with part("message", edges=inputs.message) if private else contextlib.nullcontext():
             z = layer(x0, inputs.message).float()
+        zd = _decoder_input(z, x, raw)
         # 2. the decoders, DP-SGD on the supervision edges (all steps charged before the first)
         with part("train", edges=inputs.train) if private else contextlib.nullcontext():
             if private:
                 acct.register(sgd_event)
-            fit_link_decoders(list(decoders.values()), z, inputs.train, rule=rule, sample_rate=rate, steps=steps,
+            fit_link_decoders(list(decoders.values()), zd, inputs.train, rule=rule, sample_rate=rate, steps=steps,
                               expected_batch=expected, noise_multiplier=sigma,
                               max_grad_norm=config.max_grad_norm if private else None,
                               num_negatives=config.num_negatives, lr=config.lr, generator=gens[1])
-        scorers = {"private": lambda p: decoders["private"](z[p[0]], z[p[1]]),
+        scorers = {"private": lambda p: decoders["private"](zd[p[0]], zd[p[1]]),
                    "release cosine": lambda p: _cosine(z, p),
-                   "encoder-free": lambda p: decoders["encoder-free"](z[p[0]], z[p[1]]),
+                   "encoder-free": lambda p: decoders["encoder-free"](zd[p[0]], zd[p[1]]),
                    "feature cosine": lambda p: _cosine(x, p)}
         # 3. the selection on the validation edges: report noisy max over monotone counts
         with torch.no_grad():

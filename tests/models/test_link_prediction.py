@@ -211,3 +211,33 @@ def test_report_noisy_max_is_exact_and_epsilon_dp():
     # exact values for the continuous Laplace: 0.5 and 1 - e^-1 (1 + 1/2) / 2 = 0.7241
     assert freq[0] == pytest.approx(0.5, abs=0.04) and freq[1] == pytest.approx(0.7241, abs=0.04)
     assert freq[1] / freq[0] <= math.exp(eps) and (1 - freq[0]) / (1 - freq[1]) <= math.exp(eps)
+
+
+def test_the_channels_decoder_is_a_symmetric_logistic_model_on_cosines():
+    from pyg_private.models.link_training import LinkDecoder
+
+    torch.manual_seed(0)
+    dec = LinkDecoder(12, 8, 1, "channels", columns=(0, 12), blocks=3, raw=(12, 17))
+    assert sum(p.numel() for p in dec.parameters()) == 6 + 1 + 1  # 6 block pairs + the raw cosine + a bias
+    with torch.no_grad():
+        dec.score.weight.copy_(torch.randn(1, 7))
+        dec.score.bias.fill_(0.3)
+    zu, zv = torch.randn(5, 17), torch.randn(5, 17)
+    assert torch.allclose(dec(zu, zv), dec(zv, zu))  # symmetric in the pair
+    assert torch.allclose(dec(2.5 * zu, zv), dec(zu, zv))  # cosines: the scale of each block is irrelevant
+    blocks_u, blocks_v = zu[:, :12].view(5, 3, 4), zv[:, :12].view(5, 3, 4)
+    cos = torch.nn.functional.cosine_similarity
+    want = [0.5 * (cos(blocks_u[:, i], blocks_v[:, j], dim=-1) + cos(blocks_u[:, j], blocks_v[:, i], dim=-1))
+            for i in range(3) for j in range(i, 3)] + [cos(zu[:, 12:], zv[:, 12:], dim=-1)]
+    expected = torch.stack(want, dim=-1) @ dec.score.weight.view(-1) + 0.3
+    assert torch.allclose(dec(zu, zv), expected, atol=1e-6)
+
+
+def test_the_channels_decoder_runs_end_to_end_and_scores_from_the_model():
+    cfg = LinkPredictionConfig(epochs=5, selection_pairs=2000, feature_dim=4, batch_size=512, decoder="channels",
+                               lr=0.1)
+    result = _run(50.0, config=cfg)
+    assert result.candidates["private"]["test"]["auc"] > 0.6 and len(result.accountant) == 3
+    pairs = SPLIT[2].edge_label_index
+    scores = result.model.score(SPLIT[0].x, SPLIT[0].edge_index, pairs, "private")
+    assert scores.shape == (pairs.size(1),) and len(result.accountant) == 3
