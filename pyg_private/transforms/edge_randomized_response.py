@@ -107,6 +107,10 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
         secure_mode (bool, optional): draw every random bit from the operating system's CSPRNG
             (``None``: the process-wide default of :func:`pyg_private.mechanisms.set_secure_mode`);
             a seeded ``generator`` is then refused (``ValueError``, before anything is charged).
+        max_edges (int, optional): refuse (``ValueError``, before anything is charged, with the
+            expected count in the message) a release whose expected number of flipped-in edges,
+            :math:`(1 - q)\,n(n-1)/2` (public: it reads ``n`` and ``q`` only), exceeds it; the output
+            costs 32 bytes an undirected edge. ``None``: no limit. (default: :obj:`200_000_000`)
 
     Shapes:
         - **input:** ``data.edge_index`` :math:`(2, |\mathcal{E}|)` of an undirected simple
@@ -120,7 +124,8 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
                  accountant: Optional[PrivacyAccountant] = None, symmetrize: bool = False,
                  allow_recompose: bool = False, allow_repeat: Optional[bool] = None,
                  generator: Optional[torch.Generator] = None, name: str = "edge_randomized_response",
-                 sampler: Sampler = "safe", secure_mode: Optional[bool] = None) -> None:
+                 sampler: Sampler = "safe", secure_mode: Optional[bool] = None,
+                 max_edges: Optional[int] = 200_000_000) -> None:
         self.q = resolve_truth_probability(epsilon=epsilon, delta=delta, flip_probability=flip_probability)
         self.sampler, self.secure_mode = check_sampler_options(sampler, secure_mode, generator)
         self.epsilon_arg, self.delta = epsilon, delta
@@ -139,6 +144,9 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
         self.allow_recompose = allow_recompose
         self.generator = generator
         self.name = name
+        if max_edges is not None and (isinstance(max_edges, bool) or not isinstance(max_edges, int) or max_edges < 1):
+            raise ValueError(f"`max_edges` must be a positive int or None; got {max_edges!r}")
+        self.max_edges = max_edges
         # keyed digests of (num_nodes, edges, CRC-32 of the canonical edge_index) of the graphs released
         self._released = ReleaseFingerprints()
 
@@ -176,6 +184,15 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
             keep = self.keep_nodes.to(edge_index.device)
             if keep.numel() and (int(keep.min()) < 0 or int(keep.max()) >= n):
                 raise ValueError(f"`keep_nodes` must lie in [0, {n}); got range [{int(keep.min())}, {int(keep.max())}]")
+        flipped = (1.0 - self.q) * n * (n - 1) / 2  # expected non-edges turned into edges: public (n and q)
+        if self.max_edges is not None and flipped > self.max_edges:
+            raise ValueError(
+                f"EdgeRandomizedResponse on {n:,} nodes at flip probability {self.flip_probability:.3g} releases about "
+                f"{flipped:,.0f} edges (every pair flips: (1 - q) n (n - 1) / 2, plus the kept true edges), about "
+                f"{32 * flipped / 2 ** 30:,.1f} GiB as an edge_index: above max_edges={self.max_edges:,}. Randomized "
+                "response suits small graphs or large epsilon; on this graph use a private aggregation "
+                "(GAPAggregation) or the link-prediction recipe, or raise `max_edges` if the memory is there"
+            )
         if not self.allow_recompose:
             self._check_release_process()  # a copy in another process cannot see what was released
         parts = (n, edge_index.size(1), crc32_rows(edge_index.t()))

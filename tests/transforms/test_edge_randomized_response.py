@@ -68,3 +68,23 @@ def test_directed_input_is_refused_unless_symmetrized():
         EdgeRandomizedResponse(epsilon=1.0)(Data(edge_index=torch.tensor([[0, 1, 1], [1, 0, 1]]), num_nodes=2))
     with pytest.raises(ValueError, match="exactly one"):
         EdgeRandomizedResponse()
+
+
+def test_a_release_too_large_to_hold_is_refused_before_any_charge_with_the_expected_count():
+    from torch_geometric.data import Data
+
+    from pyg_private import PrivacyAccountant
+    from pyg_private.transforms import EdgeRandomizedResponse
+
+    n = 3000
+    data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=n)
+    acct = PrivacyAccountant()
+    rr = EdgeRandomizedResponse(epsilon=1.0, accountant=acct, max_edges=1_000_000)
+    expected = (1 - rr.q) * n * (n - 1) / 2  # about 1.2M pairs flipped in at epsilon 1
+    with pytest.raises(ValueError, match=f"about {expected:,.0f} edges"):
+        rr(data)
+    assert len(acct) == 0
+    small = EdgeRandomizedResponse(epsilon=1.0, accountant=acct, max_edges=2_000_000)(data.clone())
+    assert len(acct) == 1 and small.edge_index.size(1) > 0
+    with pytest.raises(ValueError, match="max_edges"):
+        EdgeRandomizedResponse(epsilon=1.0, max_edges=0)
