@@ -110,20 +110,22 @@ class LinkPredictionConfig:
         hits: the K of the reported Hits@K.
 
     The defaults keep the decoder small, because DP-SGD's noise grows with the number of parameters
-    and the supervision part is small (10% of the pairs): a linear :math:`f` (32 outputs) on 32
-    principal components and a dot product. On Cora at :math:`\epsilon = 8` it scored a test ROC-AUC
-    of 0.78 where a two-layer Hadamard MLP decoder scored 0.55 to 0.59 (same split and release).
+    and the supervision part is small (10% of the pairs): the ``"channels"`` decoder (8 parameters
+    for ``K = 2``) with a learning rate of 0.1 on a 32-component release. Measured (one seed, test
+    ROC-AUC at epsilon 1 / 4 / 8): on Amazon Computers 0.834 / 0.925 / - against 0.717 for the feature
+    cosine (the dot-product decoder: lower); on Cora 0.780 / 0.803 / 0.829 against the cosine's 0.810
+    (the dot product 0.628 / 0.713 / 0.780, a two-layer Hadamard MLP 0.55 to 0.59 at 8).
     """
 
     K: int = 2
     feature_dim: Optional[int] = 32
     hidden: int = 32
     layers: int = 1
-    decoder: Literal["hadamard", "dot", "channels"] = "dot"
+    decoder: Literal["hadamard", "dot", "channels"] = "channels"
     num_negatives: int = 3
     epochs: int = 30
     batch_size: int = 256
-    lr: float = 1e-2
+    lr: float = 0.1
     max_grad_norm: float = 1.0
     selection_fpr: float = 0.05
     selection_pairs: int = 10_000
