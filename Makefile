@@ -10,7 +10,8 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # warning (several GB; it runs on the CPU too).
 TORCH_VERSION ?= 2.13.0
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
-NATIVE_SOURCES := pyg_private/mechanisms/_first_pass_native.c pyg_private/mechanisms/_grid_step_native.c \
+NATIVE_SOURCES := pyg_private/sampling/backends/_first_pass_native.c \
+	pyg_private/sampling/backends/_grid_step_native.c \
 	pyg_private/utils/_csr_product_native.c pyg_private/utils/_graph_check_native.c
 STAMP := $(VENV)/.pyg-private-installed
 # Extra arguments for pytest in every test target, e.g. `make test PYTEST_ARGS="-n 0 tests/utils"`.
@@ -72,4 +73,5 @@ sparse: $(STAMP)
 	$(PIP) install --no-build-isolation -e ".[sparse]"
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) build dist *.egg-info .pytest_cache .hypothesis pyg_private/mechanisms/*.so pyg_private/utils/*.so
+	rm -rf $(VENV) $(COMPAT_VENV) build dist *.egg-info .pytest_cache .hypothesis \
+		pyg_private/mechanisms/*.so pyg_private/sampling/backends/*.so pyg_private/utils/*.so

@@ -128,8 +128,7 @@ def layer_cases(adj: torch.Tensor, x: torch.Tensor) -> list[tuple[str, str, Call
 
 
 def sampler_cases(n: int, device: torch.device) -> list[tuple[str, str, Callable[[], object]]]:
-    from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler
-    from pyg_private.mechanisms.randomness import RandomSource
+    from pyg_private.sampling import RandomSource, RoundedNoiseSampler
 
     gauss = RoundedNoiseSampler("gaussian", 2.0 ** 30 * 1.37)
     return [("torch.randn float32", "", lambda: torch.randn(n, device=device)),

@@ -29,8 +29,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
 
 from pyg_private.mechanisms._noise import laplace_noise  # noqa: E402
-from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler  # noqa: E402
-from pyg_private.mechanisms.randomness import RandomSource  # noqa: E402
+from pyg_private.sampling import RandomSource, RoundedNoiseSampler  # noqa: E402
 
 
 def main() -> None:

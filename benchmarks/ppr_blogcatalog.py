@@ -49,8 +49,7 @@ from pyg_private.mechanisms import flip_edges  # noqa: E402
 from pyg_private.nn import DPPushFlowCap, EdgeFlippingPPR, NoisyPPRDiffusion  # noqa: E402
 from pyg_private.utils import lazy_ppr, simple_undirected  # noqa: E402
 from pyg_private.accounting import truth_probability  # noqa: E402
-from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler  # noqa: E402
-from pyg_private.mechanisms.randomness import RandomSource  # noqa: E402
+from pyg_private.sampling import RandomSource, RoundedNoiseSampler  # noqa: E402
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 

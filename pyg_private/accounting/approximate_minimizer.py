@@ -27,7 +27,7 @@ steps, :math:`M(D) \approx M^*(D) \approx M^*(D') \approx M(D')`, gives
 small share (:math:`\epsilon_c = \epsilon/128`), and :func:`chained_profile` maps the exact
 mechanism's privacy profile through the chain. A release on a grid (rounded Gaussian noise added to
 the rounded :math:`\hat\Theta`) is covered by the same argument with :math:`r` raised by the
-rounding, :math:`\sqrt{dc}\,g` (see :mod:`pyg_private.mechanisms.grid`).
+rounding, :math:`\sqrt{dc}\,g` (see :mod:`pyg_private.sampling.grid`).
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..accounting import PrivacyEvent, charge
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ._comm import (GroupInfo, Layout, agree, all_gather_bytes, all_gather_rows, broadcast_bytes, encode_error,
                     raise_agreed, require_group)
 from .halo import check_exchange
@@ -220,7 +220,7 @@ class RowPartitionedRelease(torch.nn.Module):
 
     def _source(self, info: GroupInfo, device: torch.device) -> RandomSource:
         """This process's noise stream: its own ChaCha20 stream keyed from the OS (with or without
-        ``secure_mode``; see :mod:`pyg_private.mechanisms.randomness`); a seeded ``generator`` gives the ``rank``-th of ``world`` children spawned from
+        ``secure_mode``; see :mod:`pyg_private.sampling.words.sources`); a seeded ``generator`` gives the ``rank``-th of ``world`` children spawned from
         it (reproducible, and distinct across processes even when every process seeds alike)."""
         layer = self.layer
         if layer.generator is not None:

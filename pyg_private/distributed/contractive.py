@@ -47,7 +47,7 @@ class DistributedContractiveGraphLayer(RowPartitionedRelease):
     ``granularity`` equals the single-process layer's), and with ``noise_multiplier=0`` the output
     equals the single-process output to float rounding. Each process draws the noise of its own rows
     only, from its own stream (a ChaCha20 stream keyed from the OS, with or without ``secure_mode``;
-    see :mod:`pyg_private.mechanisms.randomness`); the noise is then i.i.d. over all :math:`N \times F` entries, as in one process, and the
+    see :mod:`pyg_private.sampling.words.sources`); the noise is then i.i.d. over all :math:`N \times F` entries, as in one process, and the
     released :math:`\mathbf{X}^{(K)}` has the single-process distribution. The processes form one
     curator: the values they exchange (degrees, intermediate hops) never leave the group, and the
     guarantee (:math:`\mu = \sqrt{\rho_K}/\sigma`, Theorem 6 / Cor. 10) covers the released rows only.

@@ -10,8 +10,8 @@ from torch import Tensor
 from torch_geometric.typing import Adj
 
 from ..mechanisms._noise import TwoLaplaceStream
-from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling import RoundedNoiseSampler
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..nn._call_checks import reject_edge_weight, reject_grad_input
 from ..nn.noisy_ppr_diffusion import NoisyPPRDiffusion, PPRGrid
 from ..utils.adjacency import inverse_degree

@@ -4,7 +4,7 @@ from .gaussian import GaussianMechanism
 from .laplace import LaplaceMechanism
 from .objective_noise import sample_objective_noise
 
-from .randomness import RandomSource, get_secure_mode, secure_mode, set_secure_mode
+from ..sampling.words import RandomSource, get_secure_mode, secure_mode, set_secure_mode
 from .sampler_options import FloatSamplerWarning
 
 __all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges", "sample_objective_noise",

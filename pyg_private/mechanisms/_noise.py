@@ -4,7 +4,7 @@ These are the ``sampler="float"`` paths of the mechanisms and layers, kept for b
 audits and comparisons. They are **open to floating-point attacks** (Mironov 2012; Jin et al.
 2022): a float sum ``value + noise`` can be impossible under a neighbouring input. The default
 ``sampler="safe"`` releases on a power-of-two grid with exactly sampled integer noise instead
-(:mod:`pyg_private.mechanisms.grid`, :mod:`pyg_private.mechanisms.exact_integer_noise`, whose
+(:mod:`pyg_private.sampling.grid`, :mod:`pyg_private.sampling.sampler`, whose
 ``"two_laplace"`` kind is the safe counterpart of :class:`TwoLaplaceStream`), with a
 ``secure_mode`` drawing from the operating system's CSPRNG.
 

@@ -10,8 +10,8 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, as_unit, charge
 from ..accounting.validation import check_non_negative
 from ._noise import check_generator
-from .exact_integer_noise import RoundedNoiseSampler
-from .grid import (
+from ..sampling import RoundedNoiseSampler
+from ..sampling.grid import (
     DEFAULT_GRID_TOLERANCE,
     check_granularity,
     choose_granularity,
@@ -20,7 +20,7 @@ from .grid import (
     round_to_grid,
     validate_granularity,
 )
-from .randomness import RandomSource, resolve_secure_mode
+from ..sampling.words import RandomSource, resolve_secure_mode
 from .sampler_options import Sampler, check_grid_tolerance, check_sampler, check_sampler_options
 
 __all__ = ["OutputPerturbation", "as_query", "check_sampler", "Sampler"]

@@ -7,7 +7,7 @@ direction :math:`U/\|U\|_2`, :math:`U \sim N(0, I_d)`. A floating-point sampler 
 law (it has holes), and the proof, a change of variables over the density of :math:`B`, does not
 survive rounding :math:`B` to a grid. This module instead draws a finite-precision :math:`\tilde B`
 **coupled** with an exact continuous :math:`B`: it takes exact samples of the *rounded* variables
-(:class:`~pyg_private.mechanisms.exact_integer_noise.RoundedNoiseSampler`),
+(:class:`~pyg_private.sampling.RoundedNoiseSampler`),
 
 .. math::
     |K_i| = \mathrm{round}(s E_i) \ (\text{the magnitude of a rounded Laplace of scale } s), \qquad
@@ -42,8 +42,8 @@ from scipy.special import gammainccinv, gammaincinv
 from torch import Tensor
 
 from ..accounting.validation import check_positive, check_positive_int
-from .exact_integer_noise import RoundedNoiseSampler
-from .randomness import RandomSource
+from ..sampling import RoundedNoiseSampler
+from ..sampling.words import RandomSource
 
 __all__ = ["CoupledNoisePlan", "plan_coupled_objective_noise", "sample_coupled_objective_noise"]
 

@@ -23,7 +23,7 @@ floating-point attacks on differential privacy systems", S&P 2022). Here a gap i
     G = \max\{k \ge 0 : U < r^k\}, \qquad r = 1 - p, \qquad P(G \ge k) = P(U < r^k) = r^k,
 
 for a uniform :math:`U \in [0, 1)` whose binary expansion is read lazily from uniform 63-bit
-words (:class:`~pyg_private.mechanisms.randomness.RandomSource`). The first word :math:`w` puts
+words (:class:`~pyg_private.sampling.RandomSource`). The first word :math:`w` puts
 :math:`U` in :math:`[w\,2^{-63}, (w+1)\,2^{-63})`; a float64 candidate :math:`g` (the inverse CDF)
 is **accepted only when that whole interval provably lies in** :math:`[r^{g+1}, r^g)`: the
 float64 estimates of :math:`r^g` and :math:`r^{g+1}` are within a relative :math:`2^{-46}` of the
@@ -58,8 +58,8 @@ from torch import Tensor
 
 from ..utils.graph_validation import check_edge_index
 from ._noise import float_generator
-from .exact_integer_noise import _mp
-from .randomness import WORD_BITS, RandomSource, resolve_secure_mode
+from ..sampling.tables import mp_context
+from ..sampling.words import WORD_BITS, RandomSource, resolve_secure_mode
 from .sampler_options import Sampler, check_sampler_options
 
 __all__ = ["flip_edges", "GAP_MARGIN", "MIN_FLIP_PROBABILITY"]
@@ -128,7 +128,7 @@ class _GeometricGaps:
         if not (MIN_FLIP_PROBABILITY <= p <= 0.5):
             raise ValueError(f"the exact geometric sampler needs a probability in [2^-53, 1/2]; got {p!r}")
         self.p = p
-        ctx = _mp(_EXACT_PREC)
+        ctx = mp_context(_EXACT_PREC)
         self.ctx = ctx
         self.r = 1 - ctx.mpf(p)  # exact: p is dyadic with at most 53 significant bits
         self.log_r_mp = ctx.log(self.r)

@@ -16,8 +16,9 @@ import mpmath
 import torch
 from torch import Tensor
 
-from .exact_integer_noise import _mp, exact_bernoulli
-from .randomness import WORD_BITS, RandomSource
+from ..sampling.bernoulli import exact_bernoulli
+from ..sampling.tables import mp_context
+from ..sampling.words import WORD_BITS, RandomSource
 
 __all__ = ["exact_probability", "bernoulli", "uniform_int"]
 
@@ -27,7 +28,7 @@ Probability = Union[float, "mpmath.mpf"]
 def exact_probability(formula: Callable[[object], object]) -> "mpmath.mpf":
     """Evaluate ``formula(ctx)`` in a 256-bit ``mpmath`` context, e.g.
     ``exact_probability(lambda m: m.exp(eps) / (1 + m.exp(eps)))``; checks it lies in [0, 1]."""
-    ctx = _mp()
+    ctx = mp_context()
     p = ctx.mpf(formula(ctx))
     if not (0 <= p <= 1):
         raise ValueError(f"a probability must lie in [0, 1]; got {mpmath.nstr(p, 10)}")
@@ -37,7 +38,7 @@ def exact_probability(formula: Callable[[object], object]) -> "mpmath.mpf":
 def bernoulli(p: Probability, shape: tuple[int, ...] | torch.Size, source: RandomSource) -> Tensor:
     """Independent exact Bernoulli(``p``) trials (``bool``, on ``source.device``). ``p`` is a float
     (taken exactly) or an ``mpmath`` number from :func:`exact_probability`."""
-    ctx = _mp()
+    ctx = mp_context()
     p = ctx.mpf(p)
     if not (0 <= p <= 1):
         raise ValueError(f"`p` must lie in [0, 1]; got {p!r}")

@@ -8,7 +8,7 @@ from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, gaussian_event, 
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ._noise import gaussian_noise
 from ._release import OutputPerturbation, Sampler
-from .grid import DEFAULT_GRID_TOLERANCE
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE
 
 __all__ = ["GaussianMechanism"]
 
@@ -33,7 +33,7 @@ class GaussianMechanism(OutputPerturbation):
             the guarantee.
         sampler (str): ``"safe"`` (default): the release lies on a power-of-two grid and the
             noise is the Gaussian variable rounded to it, sampled exactly from integers (see
-            :mod:`pyg_private.mechanisms.grid`): a post-processing of the Gaussian mechanism on
+            :mod:`pyg_private.sampling.grid`): a post-processing of the Gaussian mechanism on
             the rounded query, whose sensitivity :math:`\Delta_2 + \sqrt d\, g` is charged.
             ``"float"``: the floating-point sampler, open to floating-point attacks; for
             benchmarks and audits only.

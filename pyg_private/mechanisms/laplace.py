@@ -19,7 +19,7 @@ from ..accounting import (
 from ..accounting.validation import check_delta, check_epsilon, check_positive
 from ._noise import laplace_noise
 from ._release import OutputPerturbation, Sampler
-from .grid import DEFAULT_GRID_TOLERANCE
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE
 
 __all__ = ["LaplaceMechanism"]
 
@@ -48,7 +48,7 @@ class LaplaceMechanism(OutputPerturbation):
             seed voids the guarantee.
         sampler (str): ``"safe"`` (default): the release lies on a power-of-two grid and the noise
             is the Laplace variable rounded to it, sampled exactly from integers (see
-            :mod:`pyg_private.mechanisms.grid`), so no output is impossible under a neighbouring
+            :mod:`pyg_private.sampling.grid`), so no output is impossible under a neighbouring
             input; the sensitivity is inflated by the rounding (at most ``grid_tolerance`` times
             :math:`\Delta_1`) and charged as such. ``"float"``: the floating-point sampler, open to
             the floating-point attacks of Mironov (2012); for benchmarks and audits only.

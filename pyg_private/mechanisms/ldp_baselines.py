@@ -59,7 +59,7 @@ exactly.
   :math:`b = 2d/\epsilon`, clipped to :math:`[2^{-60}, 2^{-20}]`); :math:`\pm 1` are grid points, so
   two rounded inputs still differ by at most :math:`2d` in :math:`\ell_1` and the sensitivity is
   not inflated. The noise is :math:`K = \mathrm{round}(\mathrm{Lap}(b/g))`, sampled exactly
-  (:class:`~pyg_private.mechanisms.exact_integer_noise.RoundedNoiseSampler`), and the release is
+  (:class:`~pyg_private.sampling.RoundedNoiseSampler`), and the release is
   :math:`g(\mathrm{round}(x/g) + K)`: the continuous Laplace mechanism run on the rounded input,
   rounded, i.e. post-processing of it: the same :math:`\epsilon` and RDP curve, and every
   multiple of :math:`g` has positive probability under every input. Its variance exceeds
@@ -110,9 +110,10 @@ from torch import Tensor
 
 from ..accounting.validation import check_epsilon
 from ._noise import check_generator, float_generator, laplace_noise
-from .exact_integer_noise import MAX_SCALE, MIN_SCALE, RoundedNoiseSampler, _mp
-from .grid import check_granularity, from_grid, round_to_grid
-from .randomness import WORD_BITS, RandomSource
+from ..sampling import MAX_SCALE, MIN_SCALE, RoundedNoiseSampler
+from ..sampling.grid import check_granularity, from_grid, round_to_grid
+from ..sampling.tables import mp_context
+from ..sampling.words import WORD_BITS, RandomSource
 from .square_wave import (
     Sampler,
     TwoLevelGrid,
@@ -254,7 +255,7 @@ def _piecewise_grid(epsilon: float, k: int, granularity: Optional[float]) -> Two
         step = max(step, 2.0 ** (math.frexp(prm.s)[1] - 50))
     else:
         step = 2.0 * check_granularity(granularity)
-    ctx = _mp()
+    ctx = mp_context()
     ratio = _per_coordinate_ratio(epsilon, k)
     window = 2 * max(1, int(round(width / (2 * step))))  # even: the window centres are integers, 0 among them
     denom = window * (ratio - 1) * ctx.mpf(step) - 2
@@ -365,7 +366,7 @@ def multibit_exact_probabilities(x: float, epsilon: float, k: int = 1) -> tuple:
     :math:`(\lambda E + 1 - \lambda)/(E+1)` and :math:`(\lambda + (1-\lambda)E)/(E+1)`,
     :math:`\lambda = (x_g + 1)/2`, :math:`x_g` = ``x`` rounded to a multiple of :math:`2^{-60}`."""
     _check_coordinate_epsilon(epsilon / k, "epsilon / k" if k > 1 else "epsilon")
-    ctx = _mp()
+    ctx = mp_context()
     ratio = _per_coordinate_ratio(epsilon, k)
     i = int(round_to_grid(torch.tensor([float(x)], dtype=torch.float64), MULTIBIT_INPUT_GRANULARITY)[0])
     lam, rest = ctx.mpf(i + _MB_HALF) / (2 * _MB_HALF), ctx.mpf(_MB_HALF - i) / (2 * _MB_HALF)

@@ -7,7 +7,7 @@ from typing import Literal, Optional
 
 import torch
 
-from .randomness import resolve_secure_mode
+from ..sampling.words import resolve_secure_mode
 
 __all__ = ["Sampler", "FloatSamplerWarning", "check_sampler", "check_sampler_options", "check_grid_tolerance"]
 

@@ -100,7 +100,7 @@ at the rounded input. ``sampler="float"`` keeps the floating-point sampler of th
 
 A seeded ``torch.Generator`` makes draws reproducible and voids the guarantee; ``secure_mode``
 draws every random bit from the operating system's CSPRNG
-(:mod:`pyg_private.mechanisms.randomness`).
+(:mod:`pyg_private.sampling.words.sources`).
 """
 from __future__ import annotations
 
@@ -117,9 +117,10 @@ from torch import Tensor
 from ._noise import check_generator, float_generator
 from .sampler_options import check_sampler_options
 from .exact_discrete import bernoulli
-from .exact_integer_noise import _mp, exact_bernoulli
-from .grid import check_granularity
-from .randomness import WORD_BITS, RandomSource, resolve_secure_mode
+from ..sampling.bernoulli import exact_bernoulli
+from ..sampling.grid import check_granularity
+from ..sampling.tables import mp_context
+from ..sampling.words import WORD_BITS, RandomSource, resolve_secure_mode
 
 __all__ = [
     "SquareWaveParams",
@@ -269,7 +270,7 @@ def _per_coordinate_ratio(epsilon: float, k: int = 1) -> "mpmath.mpf":
     :math:`\epsilon' = \min(\mathrm{fl}(\epsilon/k), \epsilon/k)` (the float ``epsilon`` taken
     exactly): strictly below both the ratio the events record per coordinate and the
     :math:`k`-th root of :math:`e^\epsilon`."""
-    ctx = _mp()
+    ctx = mp_context()
     per = ctx.mpf(float(epsilon)) / int(k)
     per = min(per, ctx.mpf(float(epsilon) / int(k)))
     return ctx.exp(per) * (1 - ctx.mpf(2) ** -_RATIO_SHRINK_BITS)
@@ -308,7 +309,7 @@ class ExactTrial:
     """
 
     def __init__(self, p: Any) -> None:
-        ctx = _mp()
+        ctx = mp_context()
         self.p = ctx.mpf(p)
         if not (0 <= self.p <= 1):
             raise ValueError(f"a probability must lie in [0, 1]; got {self.p!r}")
@@ -445,7 +446,7 @@ class TwoLevelGrid:
     @functools.cached_property
     def second_moment(self) -> float:
         r""":math:`A g^2`: :math:`\mathbb E[y^2] = A g^2 + \kappa (cg)^2`."""
-        ctx = _mp()
+        ctx = mp_context()
         p, r = ctx.mpf(self.near_probability), ctx.mpf(self.far_probability)
         w, t, f = self.window, self.total, self.far
         a = p * ctx.mpf(w * w - 1) / 12 + r * ctx.mpf(t * (t * t - 1) - w * (w * w - 1)) / (12 * f)
@@ -453,7 +454,7 @@ class TwoLevelGrid:
 
     def levels(self) -> tuple[Any, Any]:
         """The two exact probabilities ``(p_g, q_g)`` (256-bit), ``p_g / q_g = ratio``."""
-        ctx = _mp()
+        ctx = mp_context()
         return ctx.mpf(self.near_probability) / self.window, ctx.mpf(self.far_probability) / self.far
 
     # -- the law -------------------------------------------------------------------------------
@@ -694,7 +695,7 @@ def sample_k_subsets(num_rows: int, d: int, k: int, *, generator: torch.Generato
     subsets are independent of the data.
 
     ``sampler="safe"`` (default) draws every :math:`t` exactly uniformly from 63-bit words (from
-    ``source`` when given, else from a new :class:`~pyg_private.mechanisms.randomness.RandomSource`
+    ``source`` when given, else from a new :class:`~pyg_private.sampling.RandomSource`
     with ``generator`` / ``secure_mode``), so every subset has probability exactly
     :math:`1/\binom{d}{k}`; ``"float"`` uses ``torch.randint`` (whose modulo reduction of 32- or
     64-bit draws is uniform only approximately).

@@ -26,7 +26,7 @@ from ..accounting.hyperparameter_tuning import (
     uniform_index,
 )
 from ..accounting.units import Unit
-from ..mechanisms.randomness import get_secure_mode
+from ..sampling.words import get_secure_mode
 
 __all__ = ["check_charged_search", "select_on_validation", "select_privately", "PrivateSelection", "TrialCostExceeded"]
 

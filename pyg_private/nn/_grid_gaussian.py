@@ -1,5 +1,5 @@
 r"""Floating-point-safe Gaussian noise for the multi-hop layers: every perturbed hop is released on a
-power-of-two grid with exactly sampled rounded Gaussian noise (see :mod:`pyg_private.mechanisms.grid`).
+power-of-two grid with exactly sampled rounded Gaussian noise (see :mod:`pyg_private.sampling.grid`).
 
 One hop's noisy value is :math:`g\,(\mathrm{round}(H/g) + K)`, :math:`K = \mathrm{round}(N(0,
 \sigma^2/g^2))`: the Gaussian mechanism run on the rounded hop :math:`\mathrm{round}(H/g)` and
@@ -14,9 +14,10 @@ from typing import Callable, Optional
 
 from torch import Tensor
 
-from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE, choose_granularity
-from ..mechanisms.randomness import RandomSource, _workers, run_staged
+from ..sampling import RoundedNoiseSampler
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE, choose_granularity
+from ..sampling.threads import run_staged, workers
+from ..sampling.words import RandomSource
 
 __all__ = ["plan_grid", "add_grid_gaussian_", "reserve_grid_gaussian"]
 
@@ -51,7 +52,7 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
     entries each have their own stream (:meth:`RandomSource.spawn`: reproducible under a seed);
     their fused C passes run on ``torch.get_num_threads()`` threads while this thread finishes the
     flagged draws of the blocks already passed and runs ``post`` on them
-    (:func:`~pyg_private.mechanisms.randomness.run_staged`); ``g * (...)`` is computed in ``out``'s
+    (:func:`~pyg_private.sampling.threads.run_staged`); ``g * (...)`` is computed in ``out``'s
     dtype (the cast of the integer rounds to that precision, the product by the power of two ``g``
     is exact; :meth:`RoundedNoiseSampler.add_to_grid_`, one pass with the sampling where the C
     extensions are built, no full-size temporary) and ``post`` (which may work in place) runs on
@@ -82,14 +83,14 @@ def reserve_grid_gaussian(out: Tensor, std: float, granularity: float) -> None:
     """Make, **before** the release is charged, the sampler workspace that :func:`add_grid_gaussian_`
     ``(out, std, granularity, ...)`` will borrow for a 2-D ``out`` of this shape, dtype and device
     (its row blocks, on as many threads as it will use): an allocation failure then raises while
-    nothing is charged (see :mod:`pyg_private.mechanisms._workspace`)."""
+    nothing is charged (see :mod:`pyg_private.sampling.workspace`)."""
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
     width = max(out.size(-1), 1)
     rows = max(1, _BLOCK_ELEMENTS // width)
     blocks = -(-out.size(0) // rows) if out.size(0) else 0
     if not blocks:
         return
-    concurrent = max(1, _workers(blocks, out.device))
+    concurrent = max(1, workers(blocks, out.device))
     for count in {min(rows, out.size(0)), out.size(0) - (blocks - 1) * rows}:
         sampler.reserve(count * out.size(-1), out.device, dtype=out.dtype, granularity=granularity,
                         concurrent=concurrent)

@@ -42,8 +42,8 @@ from torch import Tensor
 from ..accounting.approximate_minimizer import MinimizerBudget
 from ..accounting.gdp import gdp_mu
 from ..mechanisms.coupled_objective_noise import CoupledNoisePlan, plan_coupled_objective_noise
-from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import choose_granularity, from_grid, round_to_grid, validate_granularity
+from ..sampling import RoundedNoiseSampler
+from ..sampling.grid import choose_granularity, from_grid, round_to_grid, validate_granularity
 
 __all__ = ["SafeFitPlan", "plan_safe_fit", "propagation_error_bound", "certified_distance_ok", "release_on_grid"]
 

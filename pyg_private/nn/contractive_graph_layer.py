@@ -26,8 +26,8 @@ from ..utils.degree_bounds import (
     universe_node_sensitivity,
 )
 from ..mechanisms._noise import float_generator
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, reserve_grid_gaussian
@@ -125,7 +125,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     **Floating-point safety.** With ``sampler="safe"`` (the default) every hop's noisy value is
     released on a power-of-two grid :math:`g` (``layer.granularity`` after a forward) with the
     Gaussian noise rounded to it and sampled exactly from integers (see
-    :mod:`pyg_private.mechanisms.grid`), so no value is impossible under a neighbouring graph. A hop
+    :mod:`pyg_private.sampling.grid`), so no value is impossible under a neighbouring graph. A hop
     then reads :math:`\mathbf{Y}^{(k)} = R(T(\mathbf{X}^{(k)})) + \mathbf{Z}^{(k)}` with :math:`R`
     the rounding and :math:`\mathbf{X}^{(k+1)} = \Pi(R(\mathbf{Y}^{(k)}))` a post-processing. Between
     two neighbouring graphs the map :math:`\mathbf{Y}^{(k)} \mapsto R(T(\Pi(R(\mathbf{Y}^{(k)}))))`

@@ -12,8 +12,8 @@ from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_ev
 from ..accounting.push_flow import push_flow_noise_scale, push_flow_rdp, push_flow_sensitivity
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import float_generator, laplace_noise
-from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import (
+from ..sampling import RoundedNoiseSampler
+from ..sampling.grid import (
     DEFAULT_GRID_TOLERANCE,
     check_granularity,
     choose_granularity,
@@ -21,7 +21,7 @@ from ..mechanisms.grid import (
     round_to_grid,
     validate_granularity,
 )
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils.push_flow import push_flow_cap_ppr
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
@@ -66,7 +66,7 @@ class DPPushFlowCap(SeededRelease, torch.nn.Module):
     **Floating-point safety.** With ``sampler="safe"`` (the default) the release lies on a
     power-of-two grid :math:`g` (``layer.granularity`` after a forward):
     :math:`g\,(\mathrm{round}(\mathbf{p}/g) + \mathbf{K})` with :math:`\mathbf{K}` the Laplace noise
-    rounded to the grid and sampled exactly from integers (see :mod:`pyg_private.mechanisms.grid`), then
+    rounded to the grid and sampled exactly from integers (see :mod:`pyg_private.sampling.grid`), then
     clipped (post-processing; 0 and 1 are on the grid). It is the Laplace mechanism run on the rounded
     column and rounded again, whose :math:`\ell_1` sensitivity is at most :math:`\Delta_1' = \Delta_1 +
     Ng` (:math:`N` coordinates per column, each moved by at most :math:`g/2` on either graph). The

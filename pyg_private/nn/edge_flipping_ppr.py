@@ -16,7 +16,7 @@ from ..accounting import (
 from ..accounting.validation import check_positive_int, check_restart_probability
 from ..mechanisms.edge_flipping import flip_edges
 from ..mechanisms.sampler_options import Sampler, check_sampler_options
-from ..mechanisms.randomness import resolve_secure_mode
+from ..sampling.words import resolve_secure_mode
 from ..utils.seed_restored_ppr import lazy_ppr_restoring_seed_edges
 from ._ppr_release import SeededRelease
 

@@ -10,8 +10,8 @@ from torch_geometric.typing import Adj
 
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event, gdp_mu
 from ..mechanisms._noise import float_generator
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ._call_checks import reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, reserve_grid_gaussian
@@ -65,7 +65,7 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
 
     **Floating-point safety.** With ``sampler="safe"`` (the default) each hop's noisy sum is
     released on a power-of-two grid :math:`g` (``layer.granularity``) with the Gaussian noise
-    rounded to it and sampled exactly from integers (see :mod:`pyg_private.mechanisms.grid`):
+    rounded to it and sampled exactly from integers (see :mod:`pyg_private.sampling.grid`):
     the Gaussian mechanism on the rounded sum, whose sensitivity
     :math:`\Delta' = \sqrt2 + \sqrt{NF}\,g \le (1 + 2^{-16})\sqrt2` sets the noise std
     :math:`\sigma\Delta'` (:math:`\mu` unchanged); the renormalisation is post-processing.

@@ -13,10 +13,10 @@ from ..accounting import DEFAULT_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_ev
 from ..accounting.pabi import lazy_ppr_noise_scale, lazy_ppr_rdp
 from ..accounting.validation import check_positive, check_positive_int, check_restart_probability
 from ..mechanisms._noise import TwoLaplaceStream
-from ..mechanisms.exact_integer_noise import MIN_SCALE, RoundedNoiseSampler
-from ..mechanisms.grid import (DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity,
+from ..sampling import MIN_SCALE, RoundedNoiseSampler
+from ..sampling.grid import (DEFAULT_GRID_TOLERANCE, check_granularity, choose_granularity,
                                validate_granularity)
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
 from ..utils import project_l1_ball, project_simplex
 from ..utils.adjacency import _csr as csr_matrix
@@ -81,7 +81,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
     **Floating-point safety.** With ``sampler="safe"`` (the default) every step's noisy iterate is
     released on a power-of-two grid :math:`g` (``layer.granularity`` after a forward), with the
     noise the sum of the two Laplace variables rounded to the grid and sampled exactly from integers
-    (:class:`~pyg_private.mechanisms.exact_integer_noise.RoundedNoiseSampler`, kind
+    (:class:`~pyg_private.sampling.RoundedNoiseSampler`, kind
     ``"two_laplace"``): step :math:`k` computes
     :math:`\mathbf{y}^{(k)} = g\,(\mathrm{round}(\phi_G(\mathbf{y}^{(k-1)})/g) + \mathbf{K}^{(k)})`
     with :math:`\phi_G(\mathbf{x}) = \beta\mathbf{W}f(\mathbf{x}) + (1 - \beta)\mathbf{s}` and

@@ -22,10 +22,10 @@ from ..accounting.objective_perturbation import (
 )
 from ..accounting.validation import check_delta, check_epsilon, check_non_negative
 from ..mechanisms.coupled_objective_noise import sample_coupled_objective_noise
-from ..mechanisms.exact_integer_noise import RoundedNoiseSampler
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
+from ..sampling import RoundedNoiseSampler
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE
 from ..mechanisms.objective_noise import sample_objective_noise
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import Sampler, check_grid_tolerance, check_sampler_options
 from ..utils.appr import appr_propagate
 from ..utils.newton_solver import gradient_norm_bound, solve_separable_ridge

@@ -11,8 +11,8 @@ from torch import Tensor
 from ..accounting import PrivacyAccountant, PrivacyEvent, charge, gdp_event
 from ..accounting.validation import check_positive_int
 from ..mechanisms._noise import float_generator
-from ..mechanisms.grid import DEFAULT_GRID_TOLERANCE
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.grid import DEFAULT_GRID_TOLERANCE
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..utils.adjacency import _csr as csr_matrix
 from ..utils.adjacency import validated_csr
 from ..utils.degree_bounds import check_declared_bounds

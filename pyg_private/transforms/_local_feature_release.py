@@ -12,7 +12,7 @@ the same way for all of them:
   temporaries stay bounded;
 * draw it with the floating-point-safe samplers by default (``sampler="safe"``: exactly
   sampled laws on power-of-two grids, from one
-  :class:`~pyg_private.mechanisms.randomness.RandomSource` per release, ``secure_mode`` for the
+  :class:`~pyg_private.sampling.RandomSource` per release, ``secure_mode`` for the
   operating system's CSPRNG; see :mod:`pyg_private.mechanisms.square_wave`), or with the
   floating-point samplers (``sampler="float"``, for benchmarks and audits), and record the
   released values' grid (``granularity``);
@@ -45,7 +45,7 @@ from ..accounting import PrivacyAccountant, PrivacyEvent, charge
 from ..accounting.validation import check_epsilon
 from ..mechanisms._noise import check_generator
 from ..mechanisms.sampler_options import check_sampler_options
-from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.square_wave import sample_k_subsets
 from ._fingerprint import ReleaseFingerprints
 from ._fingerprint import crc32_update as _crc

@@ -21,7 +21,7 @@ from ..accounting import (
 )
 from ..mechanisms.edge_flipping import flip_edges
 from ..mechanisms.sampler_options import Sampler, check_sampler_options
-from ..mechanisms.randomness import resolve_secure_mode
+from ..sampling.words import resolve_secure_mode
 from ..nn._call_checks import reject_sampled_batch
 from ..utils import simple_undirected
 from ..utils.graph_validation import declared_num_nodes

@@ -10,7 +10,7 @@ from torch_geometric.data.datapipes import functional_transform
 
 from ..accounting import PrivacyAccountant, PrivacyEvent
 from ..accounting.mechanism_events import pure_dp_event
-from ..mechanisms.randomness import RandomSource
+from ..sampling.words import RandomSource
 from ..mechanisms.square_wave import (
     _check_coordinate_epsilon,
     rescale_on_grid,

@@ -40,7 +40,7 @@ from ..mechanisms.ldp_baselines import (
     sample_multibit,
     sample_piecewise,
 )
-from ..mechanisms.randomness import RandomSource
+from ..sampling.words import RandomSource
 from ..mechanisms.square_wave import _check_coordinate_epsilon, rescale_on_grid, rescaled_granularity
 from ._local_feature_release import FeatureRange, LocalFeatureRelease
 from .hds_feature_perturb import _check_k

@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from .._native import load_native
-from ..mechanisms.randomness import run_tasks
+from ..sampling.threads import run_tasks
 
 # the AVX2 kernels (optional: built at installation where a C compiler exists)
 _native = load_native("utils._csr_product_native")

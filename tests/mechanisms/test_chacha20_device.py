@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import torch
 
-from pyg_private.mechanisms import _chacha20_device as dev
-from pyg_private.mechanisms import randomness
+from pyg_private.sampling.words import chacha20_device as dev
+from pyg_private.sampling.words import chacha20_openssl
 from pyg_private.mechanisms.randomness import RandomSource
 
-needs_stream = pytest.mark.skipif(not randomness.secure_stream_available(), reason="cryptography not installed")
+needs_stream = pytest.mark.skipif(not chacha20_openssl.secure_stream_available(), reason="cryptography not installed")
 
 #: the Triton kernel runs on CPU tensors only when this module was imported under the interpreter
 KERNELS = ["torch", "triton"] if dev._interpreted() else ["torch"]
@@ -176,10 +176,10 @@ def test_counter_overflow_is_refused(kernel):
 
 
 def test_rekey_limit_past_the_counter_is_refused(monkeypatch):
-    monkeypatch.setattr(randomness, "_REKEY_BYTES", (1 << 38) + 64)
+    monkeypatch.setattr(chacha20_openssl, "_REKEY_BYTES", (1 << 38) + 64)
     with pytest.raises(ValueError, match="block counter"):
         dev.DeviceChaCha20Stream("cpu")
-    monkeypatch.setattr(randomness, "_REKEY_BYTES", 100)  # not whole words
+    monkeypatch.setattr(chacha20_openssl, "_REKEY_BYTES", 100)  # not whole words
     with pytest.raises(ValueError, match="multiple of 8"):
         dev.DeviceChaCha20Stream("cpu")
 
@@ -223,7 +223,7 @@ def test_stream_gives_the_cpu_streams_words(kernel, monkeypatch):
 @pytest.mark.parametrize("limit", [256, 200])  # whole blocks, and 3 blocks and a word
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_rekeys_as_the_cpu_stream(kernel, limit, monkeypatch):
-    monkeypatch.setattr(randomness, "_REKEY_BYTES", limit)
+    monkeypatch.setattr(chacha20_openssl, "_REKEY_BYTES", limit)
     sizes = (10, 30, 1, 25, 60, 7, 32)  # fills that end before, at and past each key's last word
     cpu_feed = Feeder(7)
     monkeypatch.setattr(os, "urandom", cpu_feed)
@@ -282,8 +282,8 @@ def test_cuda_stream_gives_the_cpu_streams_words(monkeypatch):
         for fn in (dev.chacha20_words_triton, dev.chacha20_words_torch):
             assert torch.equal(fn(words_of(key), words_of(nonce), offset, n, "cuda").cpu(), expected), (fn, offset)
     sizes = (1, 1000, 3, (1 << 20) + 5, 77)
-    for limit in (randomness._REKEY_BYTES, 4096, 200):
-        monkeypatch.setattr(randomness, "_REKEY_BYTES", limit)
+    for limit in (chacha20_openssl._REKEY_BYTES, 4096, 200):
+        monkeypatch.setattr(chacha20_openssl, "_REKEY_BYTES", limit)
         cpu_feed = Feeder(limit)
         monkeypatch.setattr(os, "urandom", cpu_feed)
         cpu = RandomSource(secure=True)

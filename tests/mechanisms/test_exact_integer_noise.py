@@ -10,6 +10,7 @@ import torch
 from scipy.stats import chisquare
 
 from pyg_private.mechanisms import exact_integer_noise as E
+from pyg_private.sampling import sampler as sampler_module
 from sampler_helpers import fast_path_cases as _cases
 from sampler_helpers import force_exact_paths as _force
 from sampler_helpers import ScriptedSource
@@ -76,7 +77,7 @@ def test_exact_paths_give_the_same_law(kind, monkeypatch):
         calls["n"] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(E, "exact_bernoulli", counting)
+    monkeypatch.setattr(sampler_module, "exact_bernoulli", counting)
     forced = _force(s, split_bits=3, margin=0.3)
     x = forced.sample(6_000, _source(3))
     assert calls["n"] > 1_000  # the exact comparisons did run
@@ -184,10 +185,10 @@ def test_extension_word_decides_exactly(kind, scale, monkeypatch):
     s = E.RoundedNoiseSampler(kind, scale)
     t = s._t
     a = t.accept_bits
-    assert a <= E._EXTEND_LIMIT
+    assert a <= sampler_module._EXTEND_LIMIT
     exact_calls = []
     real = E.exact_bernoulli
-    monkeypatch.setattr(E, "exact_bernoulli", lambda *args, **kw: exact_calls.append(args[1:3]) or real(*args, **kw))
+    monkeypatch.setattr(sampler_module, "exact_bernoulli", lambda *args, **kw: exact_calls.append(args[1:3]) or real(*args, **kw))
     values, cells = _cases(s, count=10)
     window = 4 * t.margin * 2 ** a  # beyond the float margin (relative to p <= 1), in units of the last bit
     gap = min(int(window * 2 ** 63) + 1, 2 ** 61)  # the same in units of the extension word
@@ -240,7 +241,7 @@ def test_scratch_pool_keeps_no_noise_after_a_release():
     """The reused scratch buffers (the sampler's chunks, a grid release's integer noise) are zeroed
     when returned: after a ContractiveGraphLayer release, nothing in the pool can be subtracted from
     the output."""
-    from pyg_private.mechanisms import _workspace
+    from pyg_private.sampling import workspace as _workspace
     from pyg_private.nn import ContractiveGraphLayer
 
     g = torch.Generator().manual_seed(0)

@@ -1,5 +1,5 @@
 """The Triton kernels of the exact sampler's first pass and of its fusion with the grid step
-(``_exact_noise_triton``) compute exactly what the C loops (``_first_pass_native``,
+(``pyg_private.sampling.backends.triton_kernels``) compute exactly what the C loops (``_first_pass_native``,
 ``_grid_step_native``, scalar and AVX-512) and the torch first pass compute: the same ``out``, the same
 flagged indices in the same (increasing) order, the same released values bit for bit and the same
 kept rounded values. Every kind, the one-, two- and three-word layouts, seeded words and crafted ones
@@ -32,11 +32,12 @@ CASES = textwrap.dedent('''
 
     from pyg_private.mechanisms import exact_integer_noise as E
     from pyg_private.mechanisms import grid as G
-    from pyg_private.mechanisms._exact_noise_triton import first_pass_triton, grid_first_pass_triton, workspace_size
+    from pyg_private.sampling.backends import native_c as C
+    from pyg_private.sampling.backends.triton_kernels import first_pass_triton, grid_first_pass_triton, workspace_size
 
     warnings.simplefilter("ignore")
-    NATIVE = E.native_available() and E._native_grid is not None
-    SIMD = NATIVE and E._native_grid.simd_available()
+    NATIVE = E.native_available() and C._grid_step_native is not None
+    SIMD = NATIVE and C._grid_step_native.simd_available()
     # (kind, log2 scale): each kind at one, two and three words a sample
     LAYOUTS = [("gaussian", 20), ("gaussian", 40), ("gaussian", 41), ("laplace", 36), ("laplace", 38),
                ("laplace", 46), ("two_laplace", 32.7), ("two_laplace", 38), ("two_laplace", 40)]
@@ -151,7 +152,7 @@ CASES = textwrap.dedent('''
                 b = v.clone()
                 m = v.numel()
                 index, kept = torch.empty(m, dtype=torch.int64), torch.empty(m, dtype=torch.int64)
-                count = E._native_grid.grid_first_pass(
+                count = C._grid_step_native.grid_first_pass(
                     words[0].data_ptr(), 0 if per == 1 else words[1].data_ptr(), m, b.data_ptr(),
                     64 if v.dtype == torch.float64 else 32, step[0], step[1], step[2], index.data_ptr(),
                     kept.data_ptr(), start, tables["split_high"].data_ptr(),
@@ -237,7 +238,7 @@ CASES = textwrap.dedent('''
 
 INTERPRETED = CASES + textwrap.dedent('''
     import torch
-    from pyg_private.mechanisms._exact_noise_triton import first_pass_triton
+    from pyg_private.sampling.backends.triton_kernels import first_pass_triton
 
     bad = compare("cpu")
     # no samples: no launch, a zero count
@@ -267,7 +268,7 @@ def test_interpreted_kernels_give_the_c_loops_results():
 def test_wrappers_refuse_bad_inputs():
     """Checked before any launch (no kernel runs here)."""
     from pyg_private.mechanisms import exact_integer_noise as E
-    from pyg_private.mechanisms._exact_noise_triton import first_pass_triton, grid_first_pass_triton
+    from pyg_private.sampling.backends.triton_kernels import first_pass_triton, grid_first_pass_triton
 
     t = E._table("gaussian", 2.0 ** 40)  # two words a sample
     tables = t.on(torch.device("cpu"))
@@ -295,7 +296,7 @@ def test_compiles_for_cuda_without_fused_or_flushed_arithmetic():
     has what the bit-for-bit argument assumes: no fused multiply-add, no flush of subnormals,
     round-to-nearest integer-to-float conversions, and the look-back's acquire loads and release
     exchanges."""
-    from pyg_private.mechanisms import _exact_noise_triton as X
+    from pyg_private.sampling.backends import triton_kernels as X
 
     try:
         from triton.backends.compiler import GPUTarget
@@ -340,7 +341,7 @@ def _cuda_namespace() -> dict:
 def test_cuda_kernels_give_the_c_loops_results():
     """Every interpreted comparison again on the GPU (blocks of 64 and of the default size)."""
     ns = _cuda_namespace()
-    from pyg_private.mechanisms import _exact_noise_triton as X
+    from pyg_private.sampling.backends import triton_kernels as X
 
     assert ns["compare"]("cuda", block=64) == []
     assert ns["compare"]("cuda", m=50_000, block=X.BLOCK) == []
@@ -355,7 +356,7 @@ def test_cuda_large_batch_matches_the_cpu(kind, log_scale, compaction):
     CPU loops (C where built, else torch)."""
     ns = _cuda_namespace()
     from pyg_private.mechanisms import exact_integer_noise as E
-    from pyg_private.mechanisms._exact_noise_triton import first_pass_triton, grid_first_pass_triton
+    from pyg_private.sampling.backends.triton_kernels import first_pass_triton, grid_first_pass_triton
 
     n = (1 << 22) + 77
     for t in (E._table(kind, 2.0 ** log_scale), ns["forced"](E._table(kind, 2.0 ** log_scale))):

@@ -10,8 +10,11 @@ from pyg_private.mechanisms import exact_integer_noise as E
 from pyg_private.mechanisms import grid as G
 from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler
 from pyg_private.mechanisms.randomness import RandomSource
+from pyg_private.sampling import sampler as S
+from pyg_private.sampling.backends import native_c
 
-fused = pytest.mark.skipif(E._native is None or E._native_grid is None, reason="the C extensions are not built")
+fused = pytest.mark.skipif(not (native_c.available() and native_c.grid_step_available()),
+                           reason="the C extensions are not built")
 
 
 def _seeded(seed: int) -> RandomSource:
@@ -73,7 +76,7 @@ def test_equals_sample_then_grid_step(kind, scale, dtype, on_scale, n):
 def test_across_tasks_with_flagged_samples(dtype, kind, scale, words, monkeypatch):
     """Two tasks (spawned streams) and a few thousand flagged samples, among them alias ties
     (probability 2^-12 each) and rejections: the same release as the composition."""
-    n = E._TASK + 80_000
+    n = S._TASK + 80_000
     sampler = RoundedNoiseSampler(kind, scale)
     assert sampler._t.words_per_sample == words
     flagged = _count_flagged(sampler, monkeypatch)
@@ -90,13 +93,13 @@ def test_across_tasks_with_flagged_samples(dtype, kind, scale, words, monkeypatc
 @pytest.mark.parametrize("n", [7, 8, 65, 70_001])
 @pytest.mark.parametrize("scale", [3.3e7, 2.0 ** 40])
 def test_simd_loop_matches_scalar_loop(dtype, n, scale, monkeypatch):
-    if not E._native_grid.simd_available():
+    if not native_c._grid_step_native.simd_available():
         pytest.skip("no AVX-512 on this CPU: only the scalar loop runs")
     sampler = RoundedNoiseSampler("gaussian", scale)
     v = _values(n, dtype, False, seed=5)
     a, b = v.clone(), v.clone()
     sampler.add_to_grid_(a, 2.0 ** -20, _seeded(2))
-    monkeypatch.setattr(E, "_GRID_SIMD", False)
+    monkeypatch.setattr(native_c, "_GRID_SIMD", False)
     sampler.add_to_grid_(b, 2.0 ** -20, _seeded(2))
     assert torch.equal(_bits(a), _bits(b))
 
@@ -106,7 +109,7 @@ def test_other_inputs_take_the_composition(case, monkeypatch):
     scale, g = 3.3e7, 2.0 ** -20
     v = _values(3000, torch.float64, False, seed=1).view(100, 30)
     if case == "no_extension":
-        monkeypatch.setattr(E, "_native_grid", None)
+        monkeypatch.setattr(native_c, "_grid_step_native", None)
     elif case == "not_contiguous":
         v = v.t()
     elif case == "three_words":
@@ -124,7 +127,7 @@ def test_other_inputs_take_the_composition(case, monkeypatch):
 
 def test_thread_count_does_not_change_a_seeded_release():
     sampler = RoundedNoiseSampler("gaussian", 3.3e7)
-    v = _values(E._TASK * 2 + 5, torch.float32, False, seed=8)
+    v = _values(S._TASK * 2 + 5, torch.float32, False, seed=8)
     threads = torch.get_num_threads()
     try:
         out = []
@@ -160,7 +163,7 @@ def test_words_into_a_buffer_are_the_same_words():
 
 
 @pytest.mark.parametrize("kind, scale, n", [("gaussian", 3.3e7, 70_001), ("gaussian", 2.0 ** 45, 3000),
-                                            ("gaussian", 3.3e7, E._TASK + 10)])
+                                            ("gaussian", 3.3e7, S._TASK + 10)])
 def test_staged_release_is_the_same_release(kind, scale, n):
     """The two stages (the C pass, then the flagged draws, possibly in another thread) give
     add_to_grid_'s values; values it cannot fuse, or more than one task, are released whole by the

@@ -12,6 +12,7 @@ from sampler_helpers import force_exact_paths, seeded_source
 
 from pyg_private._native import native_enabled
 from pyg_private.mechanisms import exact_integer_noise as E
+from pyg_private.sampling import sampler as sampler_module
 
 needs_native = pytest.mark.skipif(not E.native_available(), reason="the C first pass is not built")
 
@@ -27,14 +28,14 @@ def test_built_wherever_a_compiler_is():
         pytest.skip("PYG_PRIVATE_NATIVE=0: the extensions are disabled")
     if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
         pytest.skip("no C compiler: the torch first pass runs")
-    assert E.native_available(), "pyg_private.mechanisms._first_pass_native is missing: run `make install`"
+    assert E.native_available(), "pyg_private.sampling.backends._first_pass_native is missing: run `make install`"
 
 
 @needs_native
 @pytest.mark.parametrize("kind,log_scale", LAYOUTS)
 def test_same_samples_as_the_torch_pass(kind, log_scale):
     sampler = E.RoundedNoiseSampler(kind, 2.0 ** log_scale)
-    n = 3 * E._CHUNK + 1234  # several chunks and a partial one
+    n = 3 * sampler_module._CHUNK + 1234  # several chunks and a partial one
     got = {}
     for native in (True, False):
         sampler.native = native
@@ -78,7 +79,7 @@ def test_same_flags_on_the_exact_paths(kind, log_scale):
 def test_threads_and_output_buffer(monkeypatch):
     """Tasks on two threads (the GIL is released in the loop), written into a given buffer."""
     sampler = E.RoundedNoiseSampler("gaussian", 2.0 ** 29)
-    monkeypatch.setattr(E, "_TASK", 1 << 15)
+    monkeypatch.setattr(sampler_module, "_TASK", 1 << 15)
     n = 5 * (1 << 15) + 17
     previous = torch.get_num_threads()
     torch.set_num_threads(2)

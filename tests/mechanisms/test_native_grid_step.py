@@ -21,7 +21,7 @@ def test_built_wherever_a_compiler_is():
         pytest.skip("PYG_PRIVATE_NATIVE=0: the extensions are disabled")
     if shutil.which(sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "cc") is None:
         pytest.skip("no C compiler: the torch grid step runs")
-    assert G.grid_step_native_available(), "pyg_private.mechanisms._grid_step_native is missing: run `make install`"
+    assert G.grid_step_native_available(), "pyg_private.sampling.backends._grid_step_native is missing: run `make install`"
 
 
 def _values(dtype, n=20000, seed=0):

@@ -19,6 +19,7 @@ from torch_geometric.data import Data
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting.errors import UntrackedPrivacyWarning
 from pyg_private.mechanisms import randomness
+from pyg_private.sampling.words import chacha20_openssl
 from pyg_private.mechanisms.exact_integer_noise import _table
 from pyg_private.mechanisms.ldp_baselines import (
     laplace_ldp_granularity,
@@ -345,10 +346,10 @@ def test_secure_mode(monkeypatch):
         calls.append(n)
         return real(n)
 
-    monkeypatch.setattr(randomness.os, "urandom", counting)
+    monkeypatch.setattr(chacha20_openssl.os, "urandom", counting)
     filled = []  # bytes of keystream (secure words come from a ChaCha20 stream keyed from os.urandom)
-    real_fill = randomness._ChaCha20Stream.fill
-    monkeypatch.setattr(randomness._ChaCha20Stream, "fill", lambda self, out: (filled.append(out.nbytes),
+    real_fill = chacha20_openssl._ChaCha20Stream.fill
+    monkeypatch.setattr(chacha20_openssl._ChaCha20Stream, "fill", lambda self, out: (filled.append(out.nbytes),
                                                                                real_fill(self, out))[1])
     x = torch.linspace(-1, 1, 50, dtype=F64)
     y = sample_square_wave(x, 1.0, secure_mode=True)

@@ -7,10 +7,10 @@ import struct
 import pytest
 import torch
 
-from pyg_private.mechanisms import randomness
+from pyg_private.sampling.words import chacha20_openssl
 from pyg_private.mechanisms.randomness import RandomSource
 
-needs_stream = pytest.mark.skipif(not randomness.secure_stream_available(), reason="cryptography not installed")
+needs_stream = pytest.mark.skipif(not chacha20_openssl.secure_stream_available(), reason="cryptography not installed")
 
 
 def _chacha20_block(key: bytes, counter: int, nonce: bytes) -> bytes:
@@ -43,7 +43,7 @@ def test_keystream_is_rfc8439_chacha20_keyed_from_the_os(monkeypatch):
         order.append(n)
         return {12: nonce, 32: key}[n]
 
-    monkeypatch.setattr(randomness.os, "urandom", urandom)
+    monkeypatch.setattr(chacha20_openssl.os, "urandom", urandom)
     words = RandomSource(secure=True).words(16)  # two 64-byte blocks
     expected = _chacha20_block(key, 0, nonce) + _chacha20_block(key, 1, nonce)
     raw = torch.tensor(struct.unpack("<16q", expected), dtype=torch.int64)
@@ -53,9 +53,9 @@ def test_keystream_is_rfc8439_chacha20_keyed_from_the_os(monkeypatch):
 
 @needs_stream
 def test_rekeys_after_its_limit(monkeypatch):
-    monkeypatch.setattr(randomness, "_REKEY_BYTES", 64)
+    monkeypatch.setattr(chacha20_openssl, "_REKEY_BYTES", 64)
     keys = []
-    real = randomness.os.urandom
+    real = chacha20_openssl.os.urandom
 
     def urandom(n):
         value = real(n)
@@ -63,7 +63,7 @@ def test_rekeys_after_its_limit(monkeypatch):
             keys.append(value)
         return value
 
-    monkeypatch.setattr(randomness.os, "urandom", urandom)
+    monkeypatch.setattr(chacha20_openssl.os, "urandom", urandom)
     source = RandomSource(secure=True)
     source.words(20)  # 160 bytes: one key for bytes 0-63, one for 64-127, one for 128-159
     assert len(keys) == 3 and len(set(keys)) == 3
@@ -79,10 +79,10 @@ def test_words_are_uniform_63_bit():
 
 
 def test_falls_back_to_os_urandom(monkeypatch):
-    monkeypatch.setattr(randomness, "Cipher", None)
+    monkeypatch.setattr(chacha20_openssl, "Cipher", None)
     calls = []
-    real = randomness.os.urandom
-    monkeypatch.setattr(randomness.os, "urandom", lambda n: (calls.append(n), real(n))[1])
+    real = chacha20_openssl.os.urandom
+    monkeypatch.setattr(chacha20_openssl.os, "urandom", lambda n: (calls.append(n), real(n))[1])
     w = RandomSource(secure=True).words(1000)
     assert calls == [8000] and int(w.min()) >= 0
 

@@ -24,12 +24,14 @@ CHECK = textwrap.dedent('''
     sys.path.insert(0, TESTS)
     from pyg_private.mechanisms import exact_integer_noise as E
     from pyg_private.mechanisms import grid as G
+    from pyg_private.sampling import sampler as S
+    from pyg_private.sampling.backends import triton_ops
     from sampler_helpers import force_exact_paths, seeded_source
 
     torch.set_num_threads(1)  # the interpreter runs launches from one thread
-    E._TASK, E._CHUNK = 1 << 11, 1 << 9  # several tasks, several chunks a task
+    S._TASK, S._CHUNK = 1 << 11, 1 << 9  # several tasks, several chunks a task
     calls = []
-    kernels = E._triton()
+    kernels = triton_ops.kernels()
     for name in ("first_pass_triton", "grid_first_pass_triton"):
         real = getattr(kernels, name)
         setattr(kernels, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
@@ -39,19 +41,19 @@ CHECK = textwrap.dedent('''
         if log_scale == 29:  # 3 split bits and a wide margin: ties and slow acceptances everywhere
             sampler = force_exact_paths(sampler, split_bits=3, margin=2.0 ** -6)
         sampler.native = False
-        n = 2 * E._TASK + 99
-        E._TRITON_DEVICES = {"cuda"}
+        n = 2 * S._TASK + 99
+        triton_ops.BACKEND.devices = {"cuda"}
         ref = sampler.sample(n, seeded_source(4))
-        E._TRITON_DEVICES = {"cuda", "cpu"}
+        triton_ops.BACKEND.devices = {"cuda", "cpu"}
         if not torch.equal(sampler.sample(n, seeded_source(4)), ref):
             bad.append((kind, log_scale, "sample"))
         for dtype in (torch.float32, torch.float64):
             v = (torch.randn(n, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 2.0 ** -10).to(dtype)
             v[:5] = torch.tensor([float("nan"), float("inf"), -0.0, 2.0 ** 70, 0.5])
             got, want = v.clone(), v.clone()
-            E._TRITON_DEVICES = {"cuda"}
+            triton_ops.BACKEND.devices = {"cuda"}
             G.add_noise_on_grid_(want, sampler.sample(n, seeded_source(9)), 2.0 ** -20)
-            E._TRITON_DEVICES = {"cuda", "cpu"}
+            triton_ops.BACKEND.devices = {"cuda", "cpu"}
             sampler.reserve(n, "cpu", dtype=dtype, granularity=2.0 ** -20)
             sampler.add_to_grid_(got, 2.0 ** -20, seeded_source(9))
             view = torch.int64 if dtype == torch.float64 else torch.int32

@@ -13,8 +13,8 @@ from torch_geometric.nn import MLP
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting import UntrackedPrivacyWarning
 from pyg_private.mechanisms import GaussianMechanism, LaplaceMechanism
-from pyg_private.mechanisms import _workspace
-from pyg_private.mechanisms import exact_integer_noise
+from pyg_private.sampling import sampler as sampler_module
+from pyg_private.sampling import workspace as _workspace
 from pyg_private.nn import (ContractiveGraphLayer, DPPushFlowCap, GAPAggregation, NoisyPPRDiffusion,
                             PrecomputedPropagation, ProGAPAggregation)
 from pyg_private.transforms import HDSFeaturePerturb
@@ -128,14 +128,14 @@ def test_after_the_charge_no_scratch_buffer_is_allocated(name, monkeypatch):
     charged = []
     register = acct.register
     monkeypatch.setattr(acct, "register", lambda event, **kw: (charged.append(True), register(event, **kw))[1])
-    real_borrow = exact_integer_noise.borrow
+    real_borrow = sampler_module.borrow
 
     def borrow(key, factory):
         if charged and not _workspace._free.get(key):
             raise MemoryError(f"a scratch set for {key} allocated after the charge")
         return real_borrow(key, factory)
 
-    monkeypatch.setattr(exact_integer_noise, "borrow", borrow)
+    monkeypatch.setattr(sampler_module, "borrow", borrow)
     call(make(acct))
     assert len(acct) == 1
 

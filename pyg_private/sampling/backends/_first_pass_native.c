@@ -1,16 +1,18 @@
 /*
- * The first pass of the exact integer noise sampler (pyg_private/mechanisms/exact_integer_noise.py),
- * fused into one loop over the random words: the alias choice of the cell, the value in the cell
- * and the cheap acceptance threshold, with the indices of the samples the Python code must finish
- * (an alias tie, a tail cell, acceptance bits above the threshold) compacted into `flagged`.
+ * The first pass of the exact integer noise sampler (pyg_private/sampling/sampler.py; this is its
+ * native C backend, pyg_private/sampling/backends/native_c.py) fused into one loop over the random
+ * words: the alias choice of the cell, the value in the cell and the cheap acceptance threshold,
+ * with the indices of the samples the Python code must finish (an alias tie, a tail cell,
+ * acceptance bits above the threshold) compacted into `flagged`.
  *
- * It computes exactly what `first_pass` computes with torch operations (integer arithmetic on the
- * same words and tables; tests compare the two bit for bit); only the speed differs. The module is
- * optional: without it (no C compiler when the package was installed) the torch code runs.
+ * It computes exactly what `first_pass` (backends/torch_ops.py) computes with torch operations
+ * (integer arithmetic on the same words and tables; tests compare the two bit for bit); only the
+ * speed differs. The module is optional: without it (no C compiler when the package was installed)
+ * the torch code runs.
  *
- * Pointers come from the Python wrapper (`exact_integer_noise._native_first_pass`), which checks
- * dtypes (int64), devices (CPU), contiguity and sizes before calling; the GIL is released during
- * the loop so that the sampler's tasks run on several threads.
+ * Pointers come from the Python wrapper (`native_c.native_first_pass`), which checks dtypes
+ * (int64), devices (CPU), contiguity and sizes before calling; the GIL is released during the loop
+ * so that the sampler's tasks run on several threads.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -104,7 +106,8 @@ static PyObject *first_pass_split(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"first_pass_packed", first_pass_packed, METH_VARARGS,
      "first_pass_packed(word, n, out, flagged, start, split_high, packed, slot_shift, low_shift, accept_bits, "
-     "offset_mask) -> number of flagged samples (addresses of int64 CPU buffers; see exact_integer_noise)"},
+     "offset_mask) -> number of flagged samples (addresses of int64 CPU buffers; see "
+     "pyg_private.sampling.backends.native_c)"},
     {"first_pass_split", first_pass_split, METH_VARARGS,
      "first_pass_split(word, offset, bits, n, out, flagged, start, split_high, base3, cheap3, slot_shift, "
      "low_shift) -> number of flagged samples"},

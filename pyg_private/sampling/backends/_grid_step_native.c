@@ -3,7 +3,7 @@
  * buffer becomes g * (clamp(round(v * s), -L, L) + k), with k the exact integer noise already drawn
  * (int64), s = 1/g or 1 (a value already on the grid's scale), L = 2^61 and round half to even.
  *
- * It computes exactly what `pyg_private.mechanisms.grid.add_noise_on_grid_` computes with torch
+ * It computes exactly what `pyg_private.sampling.grid.add_noise_on_grid_` computes with torch
  * operations (tests compare the two bit for bit): the scaling by a power of two is exact in the
  * buffer's dtype, the rounding is the IEEE default (half to even), the clamp keeps the integer
  * within int64, the integer sum wraps as torch's int64 addition does, and the sum is converted to the
@@ -13,7 +13,7 @@
  *
  * `grid_first_pass` goes one step further for the exact sampler (one or two words a sample): it forms the noise
  * from the random words (the sampler's first pass) and applies the grid step in the same loop, so the
- * noise is never written out (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_).
+ * noise is never written out (see pyg_private.sampling.sampler.RoundedNoiseSampler.add_to_grid_).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -312,12 +312,12 @@ static PyMethodDef methods[] = {
     {"grid_step", grid_step, METH_VARARGS,
      "grid_step(values, noise, n, bits, scale, granularity, limit) -> None: values <- granularity * "
      "(clamp(round(values * scale), -limit, limit) + noise) in place (addresses of contiguous CPU buffers; "
-     "see pyg_private.mechanisms.grid.add_noise_on_grid_)"},
+     "see pyg_private.sampling.grid.add_noise_on_grid_)"},
     {"grid_first_pass", grid_first_pass, METH_VARARGS,
      "grid_first_pass(word, word2, n, values, bits, scale, granularity, limit, flagged, kept, start, split_high, "
      "table1, table2, slot_shift, low_shift, accept_bits, offset_mask[, simd]) -> number of flagged samples: the "
      "sampler's first pass (one word a sample: word2 = 0, table1 the packed entries; two: table1 the bases, table2 "
-     "the thresholds) fused with the grid step (see exact_integer_noise.RoundedNoiseSampler.add_to_grid_); simd=False "
+     "the thresholds) fused with the grid step (see pyg_private.sampling.sampler.RoundedNoiseSampler.add_to_grid_); simd=False "
      "keeps to the scalar loop (the same results)"},
     {"simd_available", py_simd_available, METH_NOARGS,
      "simd_available() -> whether grid_first_pass runs its AVX-512 loop on this CPU"},
