@@ -544,6 +544,19 @@ def audits() -> Case:
 
 
 @scenario
+def link_prediction_audit() -> Case:
+    cfg = models.LinkPredictionConfig(hidden=4, epochs=2, batch_size=4, selection_pairs=20, feature_dim=None)
+    result = audit.link_prediction_canary_audit(private_data(), cfg, epsilon=1.0, delta=1e-3, num_canaries=2,
+                                                key=33, seed=1, shares=(0.4, 0.2, 0.2, 0.2))
+    graph = private_data()
+    graph.edge_index = audit.insert_edges(EDGE_INDEX, result.pairs[:, result.included], N)
+    train, _, _ = transforms.PrivateLinkSplit(num_val=0.2, num_test=0.2, num_message=0.4, num_train=0.2,
+                                              key=33)(graph)
+    ref = pnn.GAPAggregation(2, noise_multiplier=0.0)(X, train.edge_index)
+    return Case({"audit": result}, [ref])
+
+
+@scenario
 def accountant_objects() -> Case:
     acct = PrivacyAccountant(budget={"edge": (10.0, 1e-3)})
     layer = pnn.GAPAggregation(1, noise_multiplier=1.0, accountant=acct)

@@ -6,6 +6,8 @@
 * :mod:`~pyg_private.audit.one_run`: the one-run bound (Steinke, Nasr and Jagielski
   2023) for canaries included by independent fair coins;
 * :mod:`~pyg_private.audit.canary_edges`: canary-edge audits of edge-level DP releases;
+* :mod:`~pyg_private.audit.link_prediction`: the one-run canary audit of the private link
+  predictor, canaries inside one part of the split, scored by the released predictor;
 * :mod:`~pyg_private.audit.linkteller`: the LinkTeller influence attack on an inference API;
 * :mod:`~pyg_private.audit.membership`: node-level membership inference (train on the
   members' subgraph, query the full graph);
@@ -34,6 +36,7 @@ from .floating_point import (
     grid_possible,
     uniform_affine_possible,
 )
+from .link_prediction import LinkPredictionAudit, link_prediction_canary_audit, sample_part_canaries
 from .linkteller import LinkTellerResult, influence_matrix, linkteller_attack, linkteller_scores, sample_attack_nodes
 from .membership import (
     SCORE_KINDS,
@@ -52,6 +55,7 @@ __all__ = [
     "OneRunAudit", "one_run_p_value", "one_run_epsilon_lower_bound", "one_run_audit",
     "CanaryAudit", "sample_canary_pairs", "insert_edges", "canary_edge_audit", "difference_score",
     "linear_canary_score",
+    "sample_part_canaries", "link_prediction_canary_audit", "LinkPredictionAudit",
     "LinkTellerResult", "influence_matrix", "linkteller_scores", "sample_attack_nodes", "linkteller_attack",
     "MembershipResult", "SCORE_KINDS", "member_split", "member_subgraph", "membership_scores", "threshold_attack",
     "shadow_attack", "membership_inference",
