@@ -74,13 +74,18 @@ def _mix_key(key: int) -> int:
     return _signed(z ^ (z >> 31))
 
 
-def _check_num_nodes(num_nodes: Any) -> int:
-    if isinstance(num_nodes, bool):
-        raise TypeError(f"`num_nodes` must be an int; got {num_nodes!r}")
+def _as_int(value: Any, name: str) -> int:
+    """``value`` as an int (``TypeError`` for a bool or a non-integer)."""
+    if isinstance(value, bool):
+        raise TypeError(f"`{name}` must be an int; got {value!r}")
     try:
-        n = operator.index(num_nodes)
+        return operator.index(value)
     except TypeError:
-        raise TypeError(f"`num_nodes` must be an int; got {type(num_nodes).__name__}") from None
+        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}") from None
+
+
+def _check_num_nodes(num_nodes: Any) -> int:
+    n = _as_int(num_nodes, "num_nodes")
     if not 2 <= n < _MAX_NODES:
         raise ValueError(f"`num_nodes` must lie in [2, 2**31); got {n}")
     return n
@@ -203,12 +208,7 @@ def sample_pairs(num_nodes: int, count: int, *, part: Union[str, int, None] = No
     ``generator`` makes the draws reproducible (and its device is the output's).
     """
     n = _check_num_nodes(num_nodes)
-    if isinstance(count, bool):
-        raise TypeError(f"`count` must be an int; got {count!r}")
-    try:
-        count = operator.index(count)
-    except TypeError:
-        raise TypeError(f"`count` must be an int; got {type(count).__name__}") from None
+    count = _as_int(count, "count")
     if count < 0:
         raise ValueError(f"`count` must be >= 0; got {count}")
     rule, index = None, None
