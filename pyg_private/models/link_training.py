@@ -9,7 +9,10 @@ without reading the graph (:func:`~pyg_private.utils.sample_pairs`); its loss is
 cross-entropy of the positive against label 1 plus the mean over its negatives against label 0, and
 its gradient (all of it, negatives included) is clipped to ``max_grad_norm`` :math:`C`. Each step
 samples the examples independently at the public rate :math:`q` (Poisson sampling), sums the
-clipped gradients, adds :math:`N(0, \sigma^2 C^2 I)` and divides by the public expected batch
+clipped gradients, releases the sum on a power-of-two grid :math:`g` with exactly sampled rounded
+Gaussian noise of standard deviation :math:`\sigma C'` (:math:`C' = C + \sqrt D\, g`, the rounding's
+inflation of the sensitivity for :math:`D` parameters; :func:`~pyg_private.nn._grid_gaussian.plan_grid`),
+so no floating-point sampler touches the released weights, and divides by the public expected batch
 size. Under edge-level neighbours (one supervision edge added or removed) the sum changes by one
 clipped gradient whatever the negatives, so :math:`T` steps are the subsampled Gaussian mechanism
 of Mironov, Talwar and Zhang (2019) that
@@ -45,6 +48,7 @@ from torch_geometric.nn import MLP
 
 from ..mechanisms.exact_integer_noise import MAX_SCALE, MIN_SCALE, rounded_laplace
 from ..mechanisms.randomness import RandomSource, resolve_secure_mode
+from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
 from ..utils.pair_sampling import LinkSplitRule, sample_pairs
 
 __all__ = ["LinkDecoder", "fit_link_decoders", "report_noisy_max"]
@@ -161,6 +165,12 @@ def fit_link_decoders(decoders: Sequence[LinkDecoder], z: Tensor, positives: Ten
 
     per_example = vmap(grad(loss_of), in_dims=(None, 0, 0))
     private = max_grad_norm is not None
+    noisy = private and noise_multiplier > 0
+    if noisy:  # the noise on a power-of-two grid, sampled exactly (planned once: public quantities only)
+        dim = sum(p.numel() for p in params.values())
+        grid, inflated = plan_grid(std_per_sensitivity=float(noise_multiplier), sensitivity=float(max_grad_norm),
+                                   dim=dim, value_bound=float(max_grad_norm) * max(float(expected_batch), 1.0))
+        source = RandomSource("cpu", generator=generator, secure=resolve_secure_mode(None, generator))
     for _ in range(int(steps)):
         chosen = positives[:, torch.rand(m, generator=generator, device=positives.device) < sample_rate]
         b = chosen.size(1)
@@ -180,11 +190,13 @@ def fit_link_decoders(decoders: Sequence[LinkDecoder], z: Tensor, positives: Ten
             for name in names:
                 summed[name] = torch.einsum("b,b...->...", factor, grads[name])
         scale = float(expected_batch) if private else float(max(b, 1))
+        if noisy:  # g (round(sum / g) + K), K exact rounded Gaussian of std sigma * inflated / g
+            flat = torch.cat([summed[name].reshape(-1) for name in names]).to(torch.float64).cpu().view(1, -1)
+            add_grid_gaussian_(flat, float(noise_multiplier) * inflated, grid, source)
+            parts = flat.view(-1).split([summed[name].numel() for name in names])
+            summed = {name: part.view_as(summed[name]).to(summed[name]) for name, part in zip(names, parts)}
         for name in names:
-            g = summed[name]
-            if private and noise_multiplier > 0:
-                g = g + torch.randn(g.shape, generator=generator, device=g.device) * (noise_multiplier * max_grad_norm)
-            params[name].grad = g / scale
+            params[name].grad = summed[name] / scale
         opt.step()
         opt.zero_grad(set_to_none=True)
     joint.eval()
