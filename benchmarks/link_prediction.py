@@ -20,69 +20,19 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch_geometric.nn import GCNConv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from example_data import load_or_exit  # noqa: E402
+from link_anchors import gcn_anchor  # noqa: E402
 
-from pyg_private.metrics import hits_at_k, roc_auc  # noqa: E402
 from pyg_private.models import LinkPredictionConfig, run_link_prediction  # noqa: E402
 from pyg_private.models.recipe_inputs import clean_graph  # noqa: E402
 from pyg_private.transforms import PrivateLinkSplit  # noqa: E402
-from pyg_private.utils import sample_pairs  # noqa: E402
-
-
-class _GCN(torch.nn.Module):
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        self.conv1, self.conv2 = GCNConv(channels, 128), GCNConv(128, 64)
-
-    def encode(self, x, edge_index):
-        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
-
-    @staticmethod
-    def decode(z, pairs):
-        return (z[pairs[0]] * z[pairs[1]]).sum(-1)
-
-
-def gcn_anchor(train, val, test, seed: int = 0) -> tuple[float, float]:
-    """Test ROC-AUC and Hits@50 of the non-private GCN at its best validation epoch. Not private, it
-    uses every training edge as PyG's ``RandomLinkSplit`` would: the message and the supervision
-    edges, both as messages and as positive labels."""
-    torch.manual_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    model = _GCN(train.num_features)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    sup = train.edge_label_index
-    message = train.edge_index
-    pos = torch.cat([message[:, message[0] < message[1]], sup], dim=1)
-    train = train.clone()
-    train.edge_index = torch.cat([pos, pos.flip(0)], dim=1)
-    best = (-1.0, math.nan, math.nan)
-    for _ in range(200):
-        model.train()
-        opt.zero_grad()
-        z = model.encode(train.x, train.edge_index)
-        neg = sample_pairs(train.num_nodes, pos.size(1), generator=gen)
-        scores = torch.cat([model.decode(z, pos), model.decode(z, neg)])
-        labels = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))])
-        F.binary_cross_entropy_with_logits(scores, labels).backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            z = model.encode(train.x, train.edge_index)
-            score = roc_auc(model.decode(z, val.edge_label_index), val.edge_label)
-            if score > best[0]:
-                s, lab = model.decode(z, test.edge_label_index), test.edge_label.bool()
-                best = (score, roc_auc(s, test.edge_label), hits_at_k(s[lab], s[~lab], 50))
-    return best[1], best[2]
 
 
 def main(argv=None) -> None:
@@ -116,8 +66,9 @@ def main(argv=None) -> None:
     if args.no_anchor:
         return
     start = time.perf_counter()
-    auc, hits = gcn_anchor(train, val, test, args.seed)
-    print(f"non-private GCN anchor: test AUC {auc:.4f}, Hits@50 {hits:.4f} ({time.perf_counter() - start:.1f} s)")
+    anchor = gcn_anchor(train, val, test, args.seed)
+    print(f"non-private GCN anchor: test AUC {anchor['auc']:.4f}, Hits@50 {anchor['hits@50']:.4f} "
+          f"({time.perf_counter() - start:.1f} s)")
 
 
 if __name__ == "__main__":

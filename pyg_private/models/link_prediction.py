@@ -106,7 +106,8 @@ class LinkPredictionConfig:
             examples), expected batch, Adam's learning rate and the clipping norm.
         selection_fpr, selection_pairs: each candidate's threshold is the ``1 - selection_fpr``
             quantile of its scores on ``selection_pairs`` random pairs of the validation part.
-        encoder_free_candidate: also train (in the same DP-SGD run) a decoder on the features alone.
+        encoder_free_candidate: also train (in the same DP-SGD run) a decoder on the features alone
+            (with ``"channels"``: the cosines of the principal components and of the raw features).
         hits: the K of the reported Hits@K.
 
     The defaults keep the decoder small, because DP-SGD's noise grows with the number of parameters
@@ -452,7 +453,8 @@ def run_link_prediction(train_data: Data, val_data: Data, test_data: Data, confi
         decoders = {"private": LinkDecoder(width, config.hidden, config.layers, config.decoder,
                                            columns=(0, width), blocks=config.K + 1, raw=raw)}
         if config.encoder_free_candidate:
-            decoders["encoder-free"] = LinkDecoder(d, config.hidden, config.layers, config.decoder, columns=(0, d))
+            decoders["encoder-free"] = LinkDecoder(d, config.hidden, config.layers, config.decoder, columns=(0, d),
+                                                   raw=raw)
     names = [c for c in CANDIDATES if c != "encoder-free" or config.encoder_free_candidate]
     # public random pairs of the validation part: the candidates' thresholds (drawn before any release)
     reference = sample_pairs(n, config.selection_pairs, part="val", split=rule, generator=gens[2])
