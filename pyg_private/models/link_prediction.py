@@ -237,6 +237,7 @@ class _Inputs(NamedTuple):
     val_labels: Tensor
     test_pairs: Tensor
     test_labels: Tensor
+    num_src: Optional[int] = None  # a user-item graph: the nodes [0, num_src) are one side
 
 
 def _keys(pairs: Tensor, n: int) -> Tensor:
@@ -277,6 +278,17 @@ def _in_part(rule: LinkSplitRule, pairs: Tensor, n: int, part: str, what: str) -
                          "fixed by the hash rule, which does not read the graph; split with PrivateLinkSplit")
 
 
+def _across(pairs: Tensor, num_src: Optional[int], what: str) -> None:
+    """On a user-item graph every pair joins the two sides (``u < num_src <= v`` in either order)."""
+    if num_src is None or pairs.numel() == 0:
+        return
+    lo, hi = torch.minimum(pairs[0], pairs[1]), torch.maximum(pairs[0], pairs[1])
+    bad = int(((lo >= num_src) | (hi < num_src)).sum())
+    if bad:
+        raise ValueError(f"{bad} pair(s) of {what} join two nodes of the same side of the user-item graph "
+                         f"(split_num_src = {num_src}): these data were not split by PrivateLinkSplit")
+
+
 def check_link_inputs(train_data: Data, val_data: Data, test_data: Data) -> _Inputs:
     """Validate the three outputs of :class:`~pyg_private.transforms.PrivateLinkSplit` (see the
     module notes for what is refused), before anything is charged."""
@@ -284,7 +296,7 @@ def check_link_inputs(train_data: Data, val_data: Data, test_data: Data) -> _Inp
     for name, d in datas.items():
         if isinstance(d, HeteroData):
             raise ValueError(f"`{name}` is a HeteroData: link prediction takes the homogeneous outputs of "
-                             "PrivateLinkSplit (bipartite support is to come)")
+                             "PrivateLinkSplit (which maps a user-item HeteroData to one graph over both node types)")
         if not isinstance(d, Data):
             raise TypeError(f"`{name}` must be a torch_geometric Data; got {type(d).__name__}")
         reject_sampled_batch("run_link_prediction", d)
@@ -314,6 +326,13 @@ def check_link_inputs(train_data: Data, val_data: Data, test_data: Data) -> _Inp
         if not isinstance(ei, Tensor) or ei.shape != message.shape or not torch.equal(ei, message):
             raise ValueError(f"`{name}.edge_index` differs from `train_data.edge_index` (the message edges): pass "
                              "the three outputs of one split")
+    num_src = getattr(train_data, "split_num_src", None)
+    for name in ("val_data", "test_data"):
+        if getattr(datas[name], "split_num_src", None) != num_src:
+            raise ValueError(f"`{name}.split_num_src` differs from `train_data`'s: pass the three outputs of one split")
+    if num_src is not None and (isinstance(num_src, bool) or not isinstance(num_src, int) or not 0 < num_src < n):
+        raise ValueError(f"`split_num_src` must be an int in [1, {n - 1}] (the source side of a user-item graph); "
+                         f"got {num_src!r}")
     message, n = simple_undirected(message, n, name="train_data.edge_index")
     msg = message[:, message[0] < message[1]]
     train_pos, train_labels = _labelled(train_data, "train_data", n)
@@ -328,14 +347,17 @@ def check_link_inputs(train_data: Data, val_data: Data, test_data: Data) -> _Inp
                          "both a message and a label is read by two releases, which do not compose in parallel")
     _in_part(rule, msg, n, "message", "`train_data.edge_index` (the message edges)")
     _in_part(rule, train_pos, n, "train", "`train_data.edge_label_index` (the supervision edges)")
+    _across(msg, num_src, "`train_data.edge_index` (the message edges)")
+    _across(train_pos, num_src, "`train_data.edge_label_index` (the supervision edges)")
     labelled = {}
     for name, part in (("val_data", "val"), ("test_data", "test")):
         pairs, labels = _labelled(datas[name], name, n)
+        _across(pairs, num_src, f"`{name}.edge_label_index`")
         _single_edges(pairs[:, labels], n, f"the positives of `{name}`")
         _in_part(rule, pairs[:, labels], n, part, f"the positives of `{name}`")
         _in_part(rule, pairs[:, ~labels], n, part, f"the negatives of `{name}`")
         labelled[name] = (pairs, labels)
-    return _Inputs(x, n, rule, message, train_pos, *labelled["val_data"], *labelled["test_data"])
+    return _Inputs(x, n, rule, message, train_pos, *labelled["val_data"], *labelled["test_data"], num_src)
 
 
 def _decoder_input(z: Tensor, x: Tensor, raw: Optional[tuple[int, int]]) -> Tensor:
@@ -457,7 +479,8 @@ def run_link_prediction(train_data: Data, val_data: Data, test_data: Data, confi
                                                    raw=raw)
     names = [c for c in CANDIDATES if c != "encoder-free" or config.encoder_free_candidate]
     # public random pairs of the validation part: the candidates' thresholds (drawn before any release)
-    reference = sample_pairs(n, config.selection_pairs, part="val", split=rule, generator=gens[2])
+    reference = sample_pairs(n, config.selection_pairs, part="val", split=rule, generator=gens[2],
+                             num_src=inputs.num_src)
     noise = {"epsilon": eps, "delta": delta} if private else {"noise_multiplier": 0.0}
     layer = GAPAggregation(config.K, accountant=acct if private else None, cached=True, generator=gens[0],
                            name="link_encoder", **noise)
@@ -480,7 +503,8 @@ def run_link_prediction(train_data: Data, val_data: Data, test_data: Data, confi
             fit_link_decoders(list(decoders.values()), zd, inputs.train, rule=rule, sample_rate=rate, steps=steps,
                               expected_batch=expected, noise_multiplier=sigma,
                               max_grad_norm=config.max_grad_norm if private else None,
-                              num_negatives=config.num_negatives, lr=config.lr, generator=gens[1])
+                              num_negatives=config.num_negatives, lr=config.lr, generator=gens[1],
+                              num_src=inputs.num_src)
         scorers = {"private": lambda p: decoders["private"](zd[p[0]], zd[p[1]]),
                    "release cosine": lambda p: _cosine(z, p),
                    "encoder-free": lambda p: decoders["encoder-free"](zd[p[0]], zd[p[1]]),

@@ -138,7 +138,7 @@ def _example_loss(scores: Tensor) -> Tensor:
 def fit_link_decoders(decoders: Sequence[LinkDecoder], z: Tensor, positives: Tensor, *, rule: LinkSplitRule,
                       sample_rate: float, steps: int, expected_batch: float, noise_multiplier: float,
                       max_grad_norm: Optional[float], num_negatives: int, lr: float,
-                      generator: Optional[torch.Generator] = None) -> None:
+                      generator: Optional[torch.Generator] = None, num_src: Optional[int] = None) -> None:
     r"""Train ``decoders`` jointly on the supervision edges ``positives`` ``[2, E]`` over the node
     features ``z`` (a release), in place: ``steps`` steps of Poisson sampling at ``sample_rate``,
     per-example clipping at ``max_grad_norm`` and Gaussian noise of ``noise_multiplier`` times it,
@@ -147,6 +147,8 @@ def fit_link_decoders(decoders: Sequence[LinkDecoder], z: Tensor, positives: Ten
     ``noise_multiplier = 0`` with ``max_grad_norm=None`` is the non-private reference (no clipping,
     no noise, the mean over the batch actually drawn). The caller charges the run before calling.
     ``generator`` draws the sampling, the negatives and the noise (the global generator if ``None``).
+    ``num_src``: a user-item graph, whose negatives join the two sides (see
+    :func:`~pyg_private.utils.sample_pairs`).
     """
     from torch.func import functional_call, grad, vmap
 
@@ -178,7 +180,8 @@ def fit_link_decoders(decoders: Sequence[LinkDecoder], z: Tensor, positives: Ten
         if b:
             pairs = chosen.unsqueeze(-1)
             if k:
-                neg = sample_pairs(n, b * k, part="train", split=rule, generator=generator).to(z.device)
+                neg = sample_pairs(n, b * k, part="train", split=rule, generator=generator,
+                                   num_src=num_src).to(z.device)
                 pairs = torch.cat([pairs, neg.view(2, b, k)], dim=-1)  # [2, b, 1 + k]
             detached = {name: p.detach() for name, p in params.items()}
             grads = per_example(detached, z[pairs[0]], z[pairs[1]])

@@ -15,7 +15,7 @@ from ..nn._call_checks import reject_sampled_batch
 from ..utils.graph_validation import declared_num_nodes, simple_undirected
 from ..utils.pair_sampling import PARTS, LinkSplitRule, check_key, sample_pairs
 
-__all__ = ["PrivateLinkSplit"]
+__all__ = ["PrivateLinkSplit", "bipartite_union"]
 
 
 def _share(value: Any, name: str) -> float:
@@ -30,6 +30,77 @@ def _both_directions(pairs: Tensor, num_nodes: int) -> Tensor:
     ei = torch.cat([pairs, pairs.flip(0)], dim=1)
     order = torch.argsort(ei[0] * num_nodes + ei[1])
     return ei[:, order]
+
+
+def _reverse_of(data: HeteroData, edge_type: tuple, other: tuple) -> bool:
+    """Whether ``other`` is ``edge_type`` reversed, as ``T.ToUndirected`` adds it (``rev_<relation>``,
+    the same pairs the other way round)."""
+    src, rel, dst = edge_type
+    if other != (dst, f"rev_{rel}", src):
+        return False
+    a, b = data[edge_type].edge_index, data[other].edge_index
+    if a.size(1) != b.size(1):
+        return False
+    n = max(int(data[src].num_nodes), int(data[dst].num_nodes)) + 1
+    return torch.equal(torch.sort(a[0] * n + a[1]).values, torch.sort(b[1] * n + b[0]).values)
+
+
+def bipartite_union(data: HeteroData, *, clean: bool = False) -> tuple[Data, int]:
+    r"""A user-item graph (``HeteroData`` with one node type on each side and one edge type, plus, if
+    ``T.ToUndirected`` added it, its reverse) as one homogeneous graph of ``n_s + n_d`` nodes: the
+    source nodes keep their ids, destination ``j`` becomes ``n_s + j``, each interaction one
+    undirected edge ``{i, n_s + j}``, and the features the block-diagonal
+    :math:`\begin{bmatrix}\mathbf X_s & 0\\ 0 & \mathbf X_d\end{bmatrix}` (the two types' features live in
+    different spaces; a cosine across the sides is 0). Returns the graph and ``n_s``.
+
+    Under edge-level DP the unit is one interaction (one edge of the relation), which is one edge of
+    the union: every bound on the union graph holds for the user-item graph. Node counts and
+    features are public; a duplicated interaction is refused unless ``clean`` (merged)."""
+    edge_types = list(data.edge_types)
+    if len(edge_types) == 2 and _reverse_of(data, edge_types[0], edge_types[1]):
+        edge_types = edge_types[:1]
+    elif len(edge_types) == 2 and _reverse_of(data, edge_types[1], edge_types[0]):
+        edge_types = edge_types[1:]
+    if len(edge_types) != 1:
+        raise ValueError(f"PrivateLinkSplit takes a HeteroData with one edge type (a user-item graph; with its "
+                         f"reverse added by T.ToUndirected, if any); got {len(data.edge_types)} edge types "
+                         f"{data.edge_types}. Split each relation's link task on its own HeteroData")
+    src, rel, dst = edge_types[0]
+    if src == dst:
+        raise ValueError(f"the edge type {edge_types[0]} joins one node type: pass data[{src!r}] with its edge_index as "
+                         "a homogeneous Data")
+    xs = []
+    for t in (src, dst):
+        x = getattr(data[t], "x", None)
+        if not isinstance(x, Tensor) or x.dim() != 2 or not x.is_floating_point():
+            raise ValueError(f"node type {t!r} needs a floating-point feature matrix `x` [N, F] (its rows count the "
+                             "public nodes; link prediction scores pairs from them)")
+        xs.append(x)
+    n_s, n_d = xs[0].size(0), xs[1].size(0)
+    if n_s == 0 or n_d == 0:
+        raise ValueError("both node types need at least one node")
+    ei = data[edge_types[0]].edge_index
+    if not isinstance(ei, Tensor) or ei.dim() != 2 or ei.size(0) != 2 or ei.is_floating_point():
+        raise ValueError(f"data[{edge_types[0]}].edge_index must be a [2, E] integer tensor")
+    ei = ei.long()
+    if ei.numel() and (int(ei[0].min()) < 0 or int(ei[0].max()) >= n_s or int(ei[1].min()) < 0
+                       or int(ei[1].max()) >= n_d):
+        raise ValueError(f"data[{edge_types[0]}].edge_index holds ids outside [0, {n_s}) x [0, {n_d})")
+    keys = ei[0] * n_d + ei[1]
+    unique = torch.unique(keys)
+    if unique.numel() != keys.numel():
+        if not clean:
+            raise ValueError(f"data[{edge_types[0]}].edge_index lists {keys.numel() - unique.numel()} interaction(s) "
+                             "twice; pass clean=True to merge duplicates")
+        ei = torch.stack([unique // n_d, unique % n_d])
+    x = xs[0].new_zeros(n_s + n_d, xs[0].size(1) + xs[1].size(1))
+    x[:n_s, :xs[0].size(1)] = xs[0]
+    x[n_s:, xs[0].size(1):] = xs[1].to(x.dtype)
+    pairs = torch.stack([ei[0], ei[1] + n_s])
+    union = Data(x=x, edge_index=torch.cat([pairs, pairs.flip(0)], dim=1), num_nodes=n_s + n_d)
+    union.node_types = (src, dst)
+    union.edge_type = edge_types[0]
+    return union, n_s
 
 
 @functional_transform("private_link_split")
@@ -74,6 +145,13 @@ class PrivateLinkSplit(BaseTransform):
     evaluation only (their number follows the part's private edge count). Every output also carries
     the rule: ``split_key`` (int) and ``split_shares`` (message, train, val, test), so a recipe can
     recompute every pair's part and check it.
+
+    **User-item graphs.** A ``HeteroData`` with one node type on each side and one edge type (and,
+    if ``T.ToUndirected`` added it, its reverse) is split as one homogeneous graph
+    (:func:`bipartite_union`: destination ``j`` becomes node ``n_s + j``, block-diagonal features);
+    the outputs are homogeneous ``Data`` over the ``n_s + n_d`` nodes with ``split_num_src = n_s``,
+    and the evaluation negatives are drawn among the ``n_s n_d`` user-item pairs of their part
+    (never user-user or item-item). The unit is one interaction.
 
     **What it reads and releases.** The split releases nothing and charges nothing: it is a fixed
     map of the graph, and its outputs hold the private edges (your data, to be used only by private
@@ -138,9 +216,9 @@ class PrivateLinkSplit(BaseTransform):
         return self.rule.shares
 
     def forward(self, data: Data) -> tuple[Data, Data, Data]:  # type: ignore[override]
+        num_src = None
         if isinstance(data, HeteroData):
-            raise ValueError("PrivateLinkSplit takes a homogeneous Data for now; HeteroData (and bipartite link "
-                             "prediction, whose support is to come through node features (x_src, x_dst)) is refused")
+            data, num_src = bipartite_union(data, clean=self.clean)
         if not isinstance(data, Data):
             raise TypeError(f"PrivateLinkSplit takes a torch_geometric Data; got {type(data).__name__}")
         reject_sampled_batch("PrivateLinkSplit", data)
@@ -164,6 +242,8 @@ class PrivateLinkSplit(BaseTransform):
         base.edge_index = _both_directions(pairs[:, parts == PARTS.index("message")], n)
         base.split_key = self.rule.key
         base.split_shares = self.rule.shares
+        if num_src is not None:
+            base.split_num_src = num_src
         outputs = []
         for name in ("train", "val", "test"):
             out = copy.copy(base)
@@ -173,7 +253,8 @@ class PrivateLinkSplit(BaseTransform):
                 out.edge_label = torch.ones(pos.size(1), device=pos.device)
             else:
                 count = int(round(self.neg_sampling_ratio * pos.size(1)))
-                neg = sample_pairs(n, count, part=name, split=self.rule, generator=self.generator).to(pos.device)
+                neg = sample_pairs(n, count, part=name, split=self.rule, generator=self.generator,
+                                   num_src=num_src).to(pos.device)
                 out.edge_label_index = torch.cat([pos, neg], dim=1)
                 out.edge_label = torch.cat([torch.ones(pos.size(1), device=pos.device),
                                             torch.zeros(neg.size(1), device=pos.device)])

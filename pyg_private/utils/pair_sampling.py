@@ -194,9 +194,13 @@ def _attr(obj: Any, name: str) -> Any:
 
 
 def sample_pairs(num_nodes: int, count: int, *, part: Union[str, int, None] = None, split: Any = None,
-                 generator: Optional[torch.Generator] = None) -> Tensor:
+                 generator: Optional[torch.Generator] = None, num_src: Optional[int] = None) -> Tensor:
     r"""``count`` independent uniform random unordered pairs :math:`\{u, v\}`, :math:`u \ne v`, of
     ``num_nodes`` nodes, as a ``[2, count]`` LongTensor with ``u < v`` (drawn with replacement).
+
+    **Bipartite graphs** (``num_src``): the nodes ``[0, num_src)`` are one side (e.g. users) and
+    ``[num_src, num_nodes)`` the other (items), and the pairs are uniform among the
+    ``num_src * (num_nodes - num_src)`` pairs across the sides (``u < num_src <= v``).
 
     With ``part`` (a name of :data:`PARTS`) and ``split`` (a :class:`LinkSplitRule`, a
     :class:`~pyg_private.transforms.PrivateLinkSplit` or data made by it) the pairs are uniform
@@ -220,16 +224,26 @@ def sample_pairs(num_nodes: int, count: int, *, part: Union[str, int, None] = No
         index = rule.index(part)
     elif split is not None:
         raise ValueError("`split` is only used with `part`")
+    if num_src is not None:
+        num_src = _as_int(num_src, "num_src")
+        if not 0 < num_src < n:
+            raise ValueError(f"`num_src` must lie in [1, num_nodes - 1] = [1, {n - 1}] (both sides non-empty); "
+                             f"got {num_src}")
     device = generator.device if generator is not None else torch.device("cpu")
     share = 1.0 if rule is None else rule.shares[index]
     kept: list[Tensor] = []
     got = 0
     while got < count:
         size = int(math.ceil((count - got) / share * 1.1)) + 64
-        u = torch.randint(0, n, (size,), generator=generator, device=device)
-        v = torch.randint(0, n - 1, (size,), generator=generator, device=device)
-        v = v + (v >= u).long()  # uniform over the n - 1 nodes other than u
-        pairs = torch.stack([torch.minimum(u, v), torch.maximum(u, v)])
+        if num_src is None:
+            u = torch.randint(0, n, (size,), generator=generator, device=device)
+            v = torch.randint(0, n - 1, (size,), generator=generator, device=device)
+            v = v + (v >= u).long()  # uniform over the n - 1 nodes other than u
+            pairs = torch.stack([torch.minimum(u, v), torch.maximum(u, v)])
+        else:  # one node of each side, independently uniform
+            u = torch.randint(0, num_src, (size,), generator=generator, device=device)
+            v = torch.randint(num_src, n, (size,), generator=generator, device=device)
+            pairs = torch.stack([u, v])
         if rule is not None:
             pairs = pairs[:, rule.part_of(pairs, n) == index]
         kept.append(pairs)

@@ -197,7 +197,7 @@ def test_bad_inputs_are_refused():
     split = PrivateLinkSplit(key=1)
     hetero = HeteroData()
     hetero["user"].x = torch.zeros(3, 1)
-    with pytest.raises(ValueError, match=r"\(x_src, x_dst\)"):
+    with pytest.raises(ValueError, match="one edge type"):
         split(hetero)
     with pytest.raises(ValueError, match="number of nodes"):
         split(Data(edge_index=to_undirected(torch.tensor([[0], [1]]))))
