@@ -90,7 +90,7 @@ def summarise(rows: list[dict]) -> None:
         if method == "selected" and eps != "inf":
             share = (mean((method, eps)) - free) / (gcn - free) if gcn > free else math.nan
             say(f"  epsilon {eps:>4}: selected {mean((method, eps)):.4f}, "
-                + (f"{100 * share:.0f}% of the gap closed" if not math.isnan(share)
+                + (f"{round(100 * share):d}% of the gap closed" if not math.isnan(share)
                    else "the GCN is not above the edge-free predictor: no gap to close"))
 
 
