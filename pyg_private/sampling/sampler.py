@@ -68,7 +68,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from . import backends
+from . import backends, device_release
 from .backends import Backend
 from .bernoulli import exact_bernoulli
 from .grid import _CLAMP, add_noise_on_grid_, check_granularity
@@ -134,6 +134,9 @@ class RoundedNoiseSampler:
         n = int(n)
         if out is None:
             out = torch.empty(n, dtype=torch.int64, device=source.device)
+        if device_release.serves(out.device, out.is_contiguous()):  # one host read for the whole release
+            device_release.release(self, out, source)
+            return out
         self._run_tasks(n, source, lambda lo, hi, stream: self._sample_task(out[lo:hi], stream))
         return out
 
@@ -155,6 +158,9 @@ class RoundedNoiseSampler:
         CPU their fused passes run on torch's threads while this thread finishes the flagged draws
         (:func:`~pyg_private.sampling.threads.run_staged`). Otherwise it runs the composition above."""
         g = check_granularity(granularity)
+        if self._device_grid(values.device, values.dtype, values.is_contiguous(), g):  # one host read in all
+            device_release.release(self, values, source, (1.0 if on_scale else 1.0 / g, g, _CLAMP), on_scale)
+            return values
         backend = self._grid_backend(values.device, values.dtype, g, values.is_contiguous())
         if backend is None:
             return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
@@ -182,13 +188,22 @@ class RoundedNoiseSampler:
         streams), the whole release happens here and the second stage does nothing."""
         g = check_granularity(granularity)
         backend = self._grid_backend(values.device, values.dtype, g, values.is_contiguous())
-        if values.numel() > _TASK or backend is None:
+        if values.numel() > _TASK or backend is None or \
+                self._device_grid(values.device, values.dtype, values.is_contiguous(), g):
             self.add_to_grid_(values, g, source, on_scale=on_scale)
             return lambda: None
         flat = values.view(-1)
         step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
         pending = self._grid_pass(backend, flat, step, source)
         return lambda: self._grid_finish(flat, step, source, pending)
+
+    @staticmethod
+    def _device_grid(device: torch.device, dtype: torch.dtype, contiguous: bool, g: float) -> bool:
+        """Whether the grid release of values of ``dtype`` on ``device`` on the grid ``g`` runs as a
+        device release (:mod:`~pyg_private.sampling.device_release`: contiguous float32/float64 values
+        on a device it serves, the grid in the range of the fused kernels)."""
+        return (device_release.serves(device, contiguous) and dtype in (torch.float32, torch.float64)
+                and 2.0 ** -100 <= g <= 2.0 ** 100)
 
     def _skip(self) -> tuple[str, ...]:
         return () if self.native else (backends.native_c.BACKEND.name,)
@@ -212,6 +227,11 @@ class RoundedNoiseSampler:
         take their buffers from the pool (:mod:`~pyg_private.sampling.workspace`) and allocate
         none: an allocation failure raises here, before anything is charged."""
         n, device = int(n), torch.device(device)
+        if device_release.serves(device):  # the grid release, or the samples of any other release
+            grid = dtype is not None and granularity is not None and \
+                self._device_grid(device, dtype, True, check_granularity(granularity))
+            device_release.reserve(self, n, device, grid, concurrent)
+            return
         backend = None
         if dtype is not None and granularity is not None:
             backend = self._grid_backend(device, dtype, granularity)
