@@ -360,9 +360,10 @@ def _finish_on_host(sampler, slots: Slots, flat: Tensor, step, source: RandomSou
             if cell >= t.pos_tail:
                 done[r] = sampler._tail_sample(source, negative=cell == t.neg_tail)
                 continue
-            accept = torch.tensor([bits < int(t.cheap[cell])])
-            sampler._slow_accept(accept, torch.tensor([True]), torch.tensor([value]), torch.tensor([cell]),
-                                 torch.tensor([bits]), source)
+            on = dict(device=device)  # (the source draws on the device)
+            accept = torch.tensor([bits < int(t.cheap[cell])], **on)
+            sampler._slow_accept(accept, torch.tensor([True], **on), torch.tensor([value], **on),
+                                 torch.tensor([cell], **on), torch.tensor([bits], **on), source)
             st = DONE if bool(accept[0]) else PENDING
         elif st == TAIL:
             done[r] = sampler._tail_sample(source, negative=cell == t.neg_tail)
@@ -375,7 +376,8 @@ def _finish_on_host(sampler, slots: Slots, flat: Tensor, step, source: RandomSou
         else:
             pending.append((r, cell))
     while pending:  # rejection: a fresh value of the same cell, until accepted (the sampler's loop)
-        values, accept = sampler._within(torch.tensor([c for _, c in pending], dtype=torch.int64), source)
+        values, accept = sampler._within(torch.tensor([c for _, c in pending], dtype=torch.int64, device=device),
+                                         source)
         rest = []
         for (r, c), v, a in zip(pending, values.tolist(), accept.tolist()):
             if a:
