@@ -54,11 +54,19 @@ every input: it reveals nothing about the data. It is not independent of the noi
 always handed over), so an observer who sees it together with the output learns a little about the
 noise; an event of probability :math:`\eta` under the words adds at most :math:`(1 + e^{\varepsilon})\eta`
 to :math:`\delta` in that case. The overflow has probability below ``tasks *``
-:data:`OVERFLOW_PROBABILITY`; a hand-over needs an event of probability about :math:`2^{-43}` per
-flagged sample or a rejection ``R`` times in a row (:func:`rounds`). As for the CPU path, whose
+:data:`OVERFLOW_PROBABILITY`; a hand-over needs, per flagged sample, a tail cell (below
+:math:`10^{-21}`), a tie of 63 more bits (:math:`2^{-63}`), an acceptance test that one more word
+leaves open (about twice the tables' float margin: :math:`2^{-43}`, up to :math:`2^{-34}` for a
+Gaussian at the smallest scale) or a rejection in every one of the ``R`` rounds (:func:`rounds`). As for the CPU path, whose
 finishing rounds and their number are visible in the same way, the ledger does not charge this:
 timing channels (Jin et al., "Are we there yet? Timing and floating-point attacks on differential
 privacy systems", S&P 2022) are outside the library's threat model, which covers the released values.
+
+**Memory.** The slots take ``6 + words_per_sample`` int64 arrays (one more for a grid release) of
+the expected flagged count plus about nine of its standard deviations a task (the Chernoff bound at
+:data:`OVERFLOW_PROBABILITY`), and the round blocks two or three more; the first pass reuses one task's word buffers. All come from the scratch pool
+(:mod:`~pyg_private.sampling.workspace`, zeroed when returned), made by :func:`reserve` before a
+release is charged.
 
 **Backends.** The three device steps (first pass, round, write) are Triton kernels
 (:mod:`~pyg_private.sampling.backends.finish_triton`) or, where Triton does not run, the torch

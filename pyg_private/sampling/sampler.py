@@ -52,6 +52,15 @@ stream (:meth:`~pyg_private.sampling.words.RandomSource.spawn`) on torch's threa
 into chunks of :data:`_CHUNK`; every backend reads the words in the same order, so a seeded source
 gives the same samples whatever the backend and the number of threads.
 
+**On a GPU: the device release.** A release on a CUDA device (:meth:`sample`, :meth:`add_to_grid_`
+of contiguous tensors) runs as :mod:`~pyg_private.sampling.device_release`: the first pass of every
+task into slots of a fixed capacity, bounded finishing rounds on the device, and one host
+synchronisation for the whole release, with an exact host path for what is left. The law is the
+same; the words are read in another order (one stream for all the tasks, the finish on blocks of
+words drawn a round at a time), so from the same source its noise differs from the CPU path's for
+the flagged samples (and for every sample beyond the first task). Its Triton kernels and its torch
+fallback give the same bits from the same words.
+
 **Speed.** The C first pass takes about 1.8 ns a sample against 4.5 ns for the same integer
 computation as torch operations; ``tests/mechanisms/test_native_first_pass.py`` compares them. A
 grid release (:meth:`RoundedNoiseSampler.add_to_grid_`) fuses the first pass with the grid step in
@@ -130,7 +139,8 @@ class RoundedNoiseSampler:
         On the CPU the work is split into tasks of :data:`_TASK` samples run on
         ``torch.get_num_threads()`` threads, each task with its own stream from
         :meth:`RandomSource.spawn` (so a seeded source gives the same samples whatever the
-        number of threads)."""
+        number of threads). On a CUDA device (a contiguous ``out``) it is one device release
+        (:mod:`~pyg_private.sampling.device_release`): the same law, the words in another order."""
         n = int(n)
         if out is None:
             out = torch.empty(n, dtype=torch.int64, device=source.device)
@@ -156,7 +166,9 @@ class RoundedNoiseSampler:
         (about 1%) are finished as in :meth:`sample`, then written over their provisional values.
         Beyond :data:`_TASK` values the tasks have their own streams, as in :meth:`sample`; on the
         CPU their fused passes run on torch's threads while this thread finishes the flagged draws
-        (:func:`~pyg_private.sampling.threads.run_staged`). Otherwise it runs the composition above."""
+        (:func:`~pyg_private.sampling.threads.run_staged`). Otherwise it runs the composition above.
+        On a CUDA device (contiguous float32/float64 values) it is one device release
+        (:mod:`~pyg_private.sampling.device_release`): the same law, the words in another order."""
         g = check_granularity(granularity)
         if self._device_grid(values.device, values.dtype, values.is_contiguous(), g):  # one host read in all
             device_release.release(self, values, source, (1.0 if on_scale else 1.0 / g, g, _CLAMP), on_scale)

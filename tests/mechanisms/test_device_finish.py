@@ -247,3 +247,22 @@ def test_one_host_sync_per_release(on_cpu, kind, scale):
     with count_host_syncs() as syncs:  # the counter sees the host path when it runs
         all_flagged(s, margin=2.0 ** -4).sample(500, seeded_source(1))
     assert syncs.count > 1
+
+
+def test_a_layers_hop_is_one_release(on_cpu, monkeypatch):
+    """The multi-hop layers' grid release of a hop (``add_grid_gaussian_``): on the device one release
+    of the whole tensor (one host synchronisation), then ``post`` on its row blocks."""
+    from pyg_private.nn import _grid_gaussian as G
+
+    monkeypatch.setattr(G, "_BLOCK_ELEMENTS", 1 << 10)
+    out = torch.randn(300, 16, generator=torch.Generator().manual_seed(0))
+    before = out.clone()
+    g = 2.0 ** -24
+    G.reserve_grid_gaussian(out, 1.0, g)
+    blocks = []
+    with count_host_syncs() as syncs:
+        G.add_grid_gaussian_(out, 1.0, g, seeded_source(4), post=lambda part: blocks.append(part.shape) or part * 2)
+    assert syncs.count == 1, syncs.ops
+    assert blocks == [(64, 16)] * 4 + [(44, 16)]
+    steps = out / (2 * g)
+    assert torch.equal(steps, steps.round()) and 0.9 < float((steps - (before / g).round()).std()) * g < 1.1
