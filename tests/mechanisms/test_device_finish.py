@@ -24,7 +24,7 @@ from pyg_private.sampling import device_release as D
 from pyg_private.sampling import sampler as S
 from pyg_private.sampling.backends import finish_torch as F
 from pyg_private.sampling.backends import torch_ops
-from sampler_helpers import force_exact_paths, seeded_source
+from sampler_helpers import fast_path_cases, force_exact_paths, seeded_source
 from sync_counter import count_host_syncs
 
 
@@ -107,6 +107,22 @@ def test_polynomial_exp_is_within_its_bound():
     for kind in ("gaussian", "laplace", "two_laplace"):
         for scale in (2.0 ** 20, 2.0 ** 20 * 1.99, 2.0 ** 33 * 1.5, 2.0 ** 46):
             assert F.max_exp_argument(RoundedNoiseSampler(kind, scale)._t) <= F.EXP_RANGE
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace", "two_laplace"])
+def test_device_ratio_stays_inside_the_float_margin(kind):
+    """The rounds' float64 acceptance ratio (the polynomial exp) is within the tables' margin of the
+    exact (256-bit) ratio, for values across the table, cell 0 and value 0 included."""
+    for scale in (2.0 ** 20, 2.0 ** 20 * 1.7, 2.0 ** 37 * 1.3, 2.0 ** 46):
+        s = RoundedNoiseSampler(kind, scale)
+        t = s._t
+        values, cells = fast_path_cases(s)
+        m = values.abs()
+        ratio = F.density_ratio(kind, t.scale, m, t.ref.index_select(0, cells))
+        ratio = torch.where(m == 0, t.zero_ratio, ratio)
+        for v, r in zip(values.tolist(), ratio.tolist()):
+            exact = float(t.accept_probability(v))
+            assert abs(r - exact) <= exact * t.margin, (kind, scale, v, r, exact)
 
 
 @pytest.mark.parametrize("kind, log_scale, forced", [("gaussian", 20, False), ("laplace", 38, False),
@@ -266,3 +282,103 @@ def test_a_layers_hop_is_one_release(on_cpu, monkeypatch):
     assert blocks == [(64, 16)] * 4 + [(44, 16)]
     steps = out / (2 * g)
     assert torch.equal(steps, steps.round()) and 0.9 < float((steps - (before / g).round()).std()) * g < 1.1
+
+
+@pytest.mark.parametrize("kind, log_scale, forced", [("gaussian", 20, False), ("laplace", 38, False),
+                                                    ("two_laplace", 44, False), ("gaussian", 41, False),
+                                                    ("laplace", 30, True), ("two_laplace", 33, True)])
+def test_rounds_take_the_cpu_finishs_decisions(kind, log_scale, forced):
+    """A round decides what the CPU's finish decides from the same words: round 1 against
+    ``RoundedNoiseSampler._finish`` and a later round against ``_within``, their words scripted in
+    the order the CPU draws them (the tie words of the ties, then the extension words of the
+    comparisons the float bounds leave open). Every slot the round finishes is accepted there with
+    the same value, every slot it rejects is rejected there in the same cell."""
+    from sampler_helpers import ScriptedSource
+
+    s = RoundedNoiseSampler(kind, 2.0 ** log_scale)
+    if forced:
+        s = force_exact_paths(s, split_bits=3, margin=2.0 ** -6)
+    t = s._t
+    per, n = t.words_per_sample, 3000
+    extend = t.accept_bits <= F.EXTEND_LIMIT
+    tables = D._tables(t, torch.device("cpu"))
+    src = seeded_source(log_scale)
+
+    def undecided(value, cell, bits, eligible):
+        """The CPU's open comparisons (``_slow_accept``), in index order."""
+        slow = (eligible & ~(bits < t.cheap.index_select(0, cell))).nonzero().squeeze(1)
+        ratio = s._ratio(value[slow], cell[slow])
+        bf = bits[slow].to(torch.float64)
+        acc = (bf + 1.0) <= ratio * t.accept_scale
+        return slow[~acc & (bf < ratio * t.reject_scale)]
+
+    def at_bounds(words, where, value, cell, gen):
+        """The words with the acceptance bits of about half the samples moved next to the float
+        bounds (where the extension word decides), in the layout's place."""
+        a = t.accept_bits
+        ratio = s._ratio(value, cell)
+        y = torch.stack([ratio * t.accept_scale, ratio * t.reject_scale]).clamp(0, 2.0 ** 62).floor().to(torch.int64)
+        pick = torch.randint(0, 2, (n,), generator=gen)
+        crafted = (y.gather(0, pick.view(1, -1)).squeeze(0) - torch.randint(0, 2, (n,), generator=gen))
+        crafted = crafted.clamp(0, (1 << a) - 1)
+        moved = where & (torch.rand(n, generator=gen) < 0.5)
+        words = [w.clone() for w in words]
+        i = 0 if per == 1 else 1
+        mask = (1 << a) - 1 if a < 63 else -1
+        words[i] = torch.where(moved, crafted if per == 3 else (words[i] & ~mask) | crafted, words[i])
+        return words
+
+    def compare(slots, accept, value, cell):
+        state = slots.state[:n]
+        done, rejected = state == F.DONE, state == F.PENDING
+        assert bool(done.any()) and (bool(rejected.any()) or forced)  # (a wide margin: no decided rejection)
+        assert bool(accept[done].all()) and torch.equal(value[done], slots.val[:n][done])
+        assert not bool(accept[rejected].any()) and torch.equal(cell[rejected], slots.cell[:n][rejected])
+
+    # round 1: every slot a first-pass state
+    words = [src.words(n) for _ in range(per)]
+    tie_words, ext_words = src.words(n), src.words(n)
+    slots = F.Slots.of([torch.zeros(n + 1, dtype=torch.int64) for _ in range(F.Slots.count(per, False))], n, per,
+                       False)
+    for saved, w in zip(slots.words, words):
+        saved[:n] = w
+    slots.state[:n] = F.FIRST
+    slot = words[0] >> (63 - t.slot_bits)
+    low = (words[0] >> t.low_shift) & ((1 << t.split_bits) - 1)
+    split = t.split_int.index_select(0, slot)
+    tie = low == split
+    keep = torch.where(tie, tie_words < t.split_next.index_select(0, slot), low < split)
+    cell = t.slot_cell.index_select(0, torch.where(keep, slot, t.alias_t.index_select(0, slot)))
+    offset, bits = t.offset_and_bits(words)
+    value = t.base.index_select(0, cell) + offset
+    gen = torch.Generator().manual_seed(log_scale)
+    if extend:
+        words = at_bounds(words, cell < t.pos_tail, value, cell, gen)
+        for saved, w in zip(slots.words, words):
+            saved[:n] = w
+    offset, bits = t.offset_and_bits(words)
+    F.STEPS.finish_round(t, tables, slots, [tie_words, ext_words] if extend else [tie_words], True)
+    script = tie_words[tie].tolist()
+    if extend:
+        script += ext_words[undecided(value, cell, bits, cell < t.pos_tail)].tolist()
+    out = torch.full((n,), -1, dtype=torch.int64)
+    cell_c, accept_c = s._finish(out, torch.arange(n), words, ScriptedSource(script, seed=1))
+    compare(slots, accept_c, out, cell_c)
+    # a later round: every slot rejected before, in the cells round 1 chose (tails aside)
+    cells = torch.where(cell < t.pos_tail, cell, 0)
+    blocks = [src.words(n) for _ in range(per)]  # as _within draws them: one block a word of the sample
+    ext_words = src.words(n)
+    offset, bits = t.offset_and_bits(blocks)
+    value = t.base.index_select(0, cells) + offset
+    if extend:
+        blocks = at_bounds(blocks, torch.ones(n, dtype=torch.bool), value, cells, gen)
+        offset, bits = t.offset_and_bits(blocks)
+    fresh = blocks[-F.fresh_words(t):] if per > 1 else blocks
+    slots.state[:n] = F.PENDING
+    slots.cell[:n] = cells
+    F.STEPS.finish_round(t, tables, slots, fresh + ([ext_words] if extend else []), False)
+    script = [w for b in blocks for w in b.tolist()]
+    if extend:
+        script += ext_words[undecided(value, cells, bits, torch.ones(n, dtype=torch.bool))].tolist()
+    value_c, accept_c = s._within(cells, ScriptedSource(script, seed=2))
+    compare(slots, accept_c, value_c, cells)
