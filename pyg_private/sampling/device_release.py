@@ -31,42 +31,48 @@ the device first, and the host reads **one** small tensor at the end:
 **Why the law is exact.** (a) *Fresh, independent words.* Every word a slot reads lies at a
 position fixed before it is drawn (its round, its slot, its role), whatever the outcome of anything
 else, and no word is read twice; so the words a working slot reads in round ``r`` are uniform and
-independent of everything before. The finish of a sample is rejection sampling (Walker's alias
-method, then a value uniform in its cell accepted with its exact probability ratio): its result has
-the target law whatever the source of the successive independent proposals, so the device's rounds,
-and the host's continuation from the exact state a round left (the bits of ``U`` already read, the
-cell of a rejected sample), give the same law as the CPU's finish. Every decision a round takes is
-the exact comparison of the uniform number those bits begin with (the float64 bounds decide only
-outside the tables' proven margin; ties and undecided comparisons read further bits, on the host in
-256-bit arithmetic). (b) *The capacity.* Let :math:`\tau` be the index of the ``cap``-th flagged
+independent of everything before. The finish of a sample is rejection sampling (von Neumann,
+"Various techniques used in connection with random digits", 1951; Walker's alias method, then a
+value uniform in its cell accepted with its exact probability ratio): its result has the target
+law whatever the source of the successive independent proposals (Devroye, *Non-Uniform Random
+Variate Generation*, 1986, Sec. II.3), so the device's rounds, and the host's continuation from the
+exact state a round left (the bits of ``U`` already read, the cell of a rejected sample), give the
+law of the CPU's finish. Every decision a round takes is the exact comparison of the uniform number
+those bits begin with, as in the exact discrete Gaussian sampler of Canonne, Kamath and Steinke
+(NeurIPS 2020), whose decisions are exact Bernoulli trials: the float64 bounds decide only outside
+the tables' proven margin, and ties and undecided comparisons read further bits, on the host in
+256-bit arithmetic. (b) *The capacity.* Let :math:`\tau` be the index of the ``cap``-th flagged
 sample of a task. :math:`\{\tau = p\}` depends only on the first :math:`p` samples' words, so given
-it (and those words) the later samples' words are still i.i.d. uniform and independent of the first
-:math:`p` outputs: replacing the outputs after :math:`\tau` by an independent exact draw (the host's
-sampler, on the values left untouched) leaves the joint law unchanged. This is what happens when a
-task's slots fill up; nothing is dropped, and no flagged sample is finished from anything but its
-own first-pass state. (c) *No data in any decision.* Which samples are flagged, the counts, the
-states and the host's work are functions of the random words alone; the released values enter only
-the arithmetic of the grid step (branch-free).
+it (and those words) the later samples' words are still i.i.d. uniform and independent of the
+first :math:`p` outputs: replacing the outputs after :math:`\tau` by an independent exact draw
+(the host's sampler, on the values left untouched) leaves the joint law unchanged. This is what
+happens when a task's slots fill up: nothing is dropped, every sample up to :math:`\tau` is
+finished from its own first-pass state and every sample after it is drawn anew. (c) *No data in
+any decision.* Which samples are flagged, the counts, the states and the host's work are functions
+of the random words alone; the released values enter only the arithmetic of the grid step
+(branch-free).
 
 **What the timing can show.** Whether the host path runs (a full task, a sample handed over) is a
-function of the random words only, so its law, and that of the time a release takes, is the same for
-every input: it reveals nothing about the data. It is not independent of the noise (a tail value is
-always handed over), so an observer who sees it together with the output learns a little about the
-noise; an event of probability :math:`\eta` under the words adds at most :math:`(1 + e^{\varepsilon})\eta`
-to :math:`\delta` in that case. The overflow has probability below ``tasks *``
-:data:`OVERFLOW_PROBABILITY`; a hand-over needs, per flagged sample, a tail cell (below
-:math:`10^{-21}`), a tie of 63 more bits (:math:`2^{-63}`), an acceptance test that one more word
-leaves open (about twice the tables' float margin: :math:`2^{-43}`, up to :math:`2^{-34}` for a
-Gaussian at the smallest scale) or a rejection in every one of the ``R`` rounds (:func:`rounds`). As for the CPU path, whose
-finishing rounds and their number are visible in the same way, the ledger does not charge this:
-timing channels (Jin et al., "Are we there yet? Timing and floating-point attacks on differential
-privacy systems", S&P 2022) are outside the library's threat model, which covers the released values.
+function of the random words only, so its law, and that of the time a release takes, is the same
+for every input: it reveals nothing about the data. It is not independent of the noise (a tail
+value is always handed over), so an observer who sees it together with the output learns a little
+about the noise: an event of probability :math:`\eta` under the words, released beside an
+:math:`(\varepsilon, \delta)` output, adds at most :math:`(1 + e^{\varepsilon})\eta` to
+:math:`\delta`. The overflow has probability below ``tasks *`` :data:`OVERFLOW_PROBABILITY`; a
+hand-over needs, per flagged sample, a tail cell (below :math:`10^{-21}`), a tie of 63 more bits
+(:math:`2^{-63}`), an acceptance test that one more word leaves open (about twice the tables' float
+margin: :math:`2^{-43}`, up to :math:`2^{-34}` for a Gaussian at the smallest scale) or a rejection
+in every one of the ``R`` rounds (:func:`rounds`). The ledger does not charge this, as it does not
+charge the CPU path's finishing rounds, whose number is visible in the same way: the accounting
+covers the released values, not the time a release takes (timing attacks on samplers: Jin et al.,
+"Are we there yet? Timing and floating-point attacks on differential privacy systems", S&P 2022;
+floating-point ones: Mironov, CCS 2012).
 
 **Memory.** The slots take ``6 + words_per_sample`` int64 arrays (one more for a grid release) of
 the expected flagged count plus about nine of its standard deviations a task (the Chernoff bound at
-:data:`OVERFLOW_PROBABILITY`), and the round blocks two or three more; the first pass reuses one task's word buffers. All come from the scratch pool
-(:mod:`~pyg_private.sampling.workspace`, zeroed when returned), made by :func:`reserve` before a
-release is charged.
+:data:`OVERFLOW_PROBABILITY`), and the round blocks two or three more; the first pass reuses one
+task's word buffers. All come from the scratch pool (:mod:`~pyg_private.sampling.workspace`, zeroed
+when returned), made by :func:`reserve` before a release is charged.
 
 **Backends.** The three device steps (first pass, round, write) are Triton kernels
 (:mod:`~pyg_private.sampling.backends.finish_triton`) or, where Triton does not run, the torch
@@ -298,9 +304,8 @@ def release(sampler, target: Tensor, source: RandomSource, step: Optional[tuple[
             cap = plan.cap if i < plan.tasks - 1 else plan.last_cap
             steps.first_pass(t, tables, w, flat[lo:lo + m], step, slots, i * plan.cap, cap, lo, ws[i])
         counts = ws[:, 1]
-        caps = torch.full((plan.tasks,), plan.cap, dtype=torch.int64, device=device)
-        if plan.last_cap != plan.cap:
-            caps[-1] = plan.last_cap
+        tasks = torch.arange(plan.tasks, dtype=torch.int64, device=device)
+        caps = torch.where(tasks == plan.tasks - 1, plan.last_cap, plan.cap)  # (no host value copied)
         pos = torch.arange(plan.slots, dtype=torch.int64, device=device)
         task = pos // plan.cap
         limit = torch.minimum(counts, caps).index_select(0, task)
@@ -312,8 +317,7 @@ def release(sampler, target: Tensor, source: RandomSource, step: Optional[tuple[
                 source.words(plan.slots, out=f)
             steps.finish_round(t, tables, slots, block, r == 0)
         steps.write(slots, flat, step)
-        last = slots.idx.index_select(0, torch.arange(plan.tasks, dtype=torch.int64, device=device) * plan.cap
-                                      + caps - 1)
+        last = slots.idx.index_select(0, tasks * plan.cap + caps - 1)
         state = slots.state[:plan.slots]
         left = ((state != EMPTY) & (state != DONE)).sum()
         summary = _read(torch.cat([counts, last, left.view(1)]))  # 3. the one synchronisation

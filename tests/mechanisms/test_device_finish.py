@@ -8,7 +8,6 @@ arithmetic, and the CPU path's outputs unchanged (pinned hashes). The Triton ker
 with these torch steps in ``test_device_finish_triton.py``."""
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 
@@ -97,10 +96,10 @@ def test_cpu_path_outputs_are_unchanged(monkeypatch):
 def test_polynomial_exp_is_within_its_bound():
     ctx = mpmath.MPContext()
     ctx.prec = 256
-    xs = torch.cat([torch.linspace(-F.EXP_RANGE, F.EXP_RANGE, 4001, dtype=torch.float64),
+    xs = torch.cat([torch.linspace(-F.EXP_RANGE, F.EXP_RANGE, 1001, dtype=torch.float64),
                     torch.tensor([0.0, -0.0, 2.0 ** -60, -(2.0 ** -30), F.EXP_RANGE, -F.EXP_RANGE],
                                  dtype=torch.float64),
-                    (torch.rand(2000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 1) * 0.08])
+                    (torch.rand(500, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 1) * 0.08])
     got = F.exp_small(xs.clone())
     worst = max(abs(float(ctx.mpf(g) / ctx.exp(ctx.mpf(x)) - 1)) for x, g in zip(xs.tolist(), got.tolist()))
     assert worst < 2.0 ** -51  # proven: below 2^-48; the tables' margin allots 2^-44
