@@ -23,7 +23,10 @@ a new release), the noise ``safe`` (the default: exact integer noise on a grid),
   ``torch.randn`` (float32), in samples per second.
 
 For every case on CUDA: the host synchronisations of one call (``torch.cuda.set_sync_debug_mode``
-warns once per synchronising operation; the warnings are counted) and the peak GPU memory of one call
+warns once per synchronising operation; the warnings are counted), the exact-noise releases in that
+call (``pyg_private.sampling.device_release.release`` calls: a grid release of a layer's hop, or a
+sampler call) and so the synchronisations per release (the device release reads the device once;
+the rest of a layer's call adds its own), and the peak GPU memory of one call
 (``torch.cuda.max_memory_allocated`` after a reset). The ratios are taken in the same process, case
 against anchor; nothing is asserted.
 """
@@ -78,11 +81,22 @@ def median_seconds(fn: Callable[[], object], repeats: int, device: torch.device)
     return statistics.median(times)
 
 
-def host_syncs(fn: Callable[[], object], device: torch.device) -> str:
-    """The synchronising operations of one call (CUDA only), counted from torch's sync debug warnings."""
+def host_syncs(fn: Callable[[], object], device: torch.device) -> tuple[str, str]:
+    """The synchronising operations of one call (CUDA only), counted from torch's sync debug warnings,
+    and the device releases of exact noise made in that call."""
     if device.type != "cuda":
-        return "n/a"
+        return "n/a", "n/a"
+    from pyg_private.sampling import device_release
+
+    releases = [0]
+    real = device_release.release
+
+    def counting(*args, **kwargs):
+        releases[0] += 1
+        return real(*args, **kwargs)
+
     synchronize(device)
+    device_release.release = counting  # the sampler calls it through the module
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
@@ -90,7 +104,8 @@ def host_syncs(fn: Callable[[], object], device: torch.device) -> str:
             fn()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return str(sum("synchroniz" in str(w.message) for w in caught))
+            device_release.release = real
+    return str(sum("synchroniz" in str(w.message) for w in caught)), str(releases[0])
 
 
 def peak_memory(fn: Callable[[], object], device: torch.device) -> str:
@@ -157,18 +172,18 @@ def main() -> None:
         for case, anchor, fn in cases:
             try:
                 t = median_seconds(fn, args.repeats, device)
-                syncs, memory = host_syncs(fn, device), peak_memory(fn, device)
+                (syncs, releases), memory = host_syncs(fn, device), peak_memory(fn, device)
             except Exception as error:  # a case that fails is reported, the others still run
                 print(f"{group:>9} {case:42s} FAILED: {type(error).__name__}: {error}", flush=True)
                 continue
             seconds[case] = t
             ratio = f"{t / seconds[anchor]:7.2f}x {anchor}" if anchor in seconds else ""
             rate = f"{count / t / 1e9:8.3f} G/s" if group == "sampler" else ""
-            print(f"{group:>9} {case:42s} {t * 1e3:10.2f} ms {rate} syncs {syncs:>4} peak {memory:>9} {ratio}",
-                  flush=True)
+            print(f"{group:>9} {case:42s} {t * 1e3:10.2f} ms {rate} syncs {syncs:>4} releases {releases:>3} "
+                  f"peak {memory:>9} {ratio}", flush=True)
             rows.append({"group": group, "case": case, "anchor": anchor, "ms": t * 1e3,
                          "ratio": t / seconds[anchor] if anchor in seconds else "", "host_syncs": syncs,
-                         "peak": memory, "device": name})
+                         "releases": releases, "peak": memory, "device": name})
 
     for size in args.sizes:
         n, m, f = SIZES[size]

@@ -56,12 +56,24 @@ def add_grid_gaussian_(out: Tensor, std: float, granularity: float, source: Rand
     dtype (the cast of the integer rounds to that precision, the product by the power of two ``g``
     is exact; :meth:`RoundedNoiseSampler.add_to_grid_`, one pass with the sampling where the C
     extensions are built, no full-size temporary) and ``post`` (which may work in place) runs on
-    it: all of it a function of the integers, i.e. post-processing."""
+    it: all of it a function of the integers, i.e. post-processing.
+
+    On a device served by the device release (:mod:`~pyg_private.sampling.device_release`: CUDA) the
+    whole of ``out`` is one release from ``source`` (one host synchronisation), and ``post`` then
+    runs on the same row blocks."""
     if not out.is_contiguous():
         return out.copy_(add_grid_gaussian_(out.contiguous(), std, granularity, source, post))
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
     rows = max(1, _BLOCK_ELEMENTS // max(out.size(-1), 1))
     starts = list(range(0, out.size(0), rows))
+    if sampler._device_grid(out.device, out.dtype, True, granularity):
+        sampler.add_to_grid_(out, granularity, source)
+        for start in starts if post is not None else ():
+            part = out[start:start + rows]
+            value = post(part)
+            if value is not part:
+                part.copy_(value)
+        return out
     sources = source.spawn(len(starts)) if len(starts) > 1 else [source]
 
     def noise(i: int) -> Callable[[], None]:  # on the worker threads: the fused C pass, the GIL released
@@ -85,6 +97,9 @@ def reserve_grid_gaussian(out: Tensor, std: float, granularity: float) -> None:
     (its row blocks, on as many threads as it will use): an allocation failure then raises while
     nothing is charged (see :mod:`pyg_private.sampling.workspace`)."""
     sampler = RoundedNoiseSampler("gaussian", std / granularity)
+    if sampler._device_grid(out.device, out.dtype, True, granularity):  # one release of the whole tensor
+        sampler.reserve(out.numel(), out.device, dtype=out.dtype, granularity=granularity)
+        return
     width = max(out.size(-1), 1)
     rows = max(1, _BLOCK_ELEMENTS // width)
     blocks = -(-out.size(0) // rows) if out.size(0) else 0

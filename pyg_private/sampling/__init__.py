@@ -7,7 +7,11 @@
 * :mod:`~pyg_private.sampling.grid`: releases on a power-of-two grid (rounding, granularity, the
   grid step);
 * :mod:`~pyg_private.sampling.backends`: the sampler's first pass, one interface, three backends
-  (C on the CPU, Triton on CUDA, torch anywhere), the same results from the same words;
+  (C on the CPU, Triton on CUDA, torch anywhere), the same results from the same words; and the
+  steps of the device release as Triton kernels and torch operations, the same bits;
+* :mod:`~pyg_private.sampling.device_release`: a whole release on a GPU with one host
+  synchronisation (fixed-capacity slots for the flagged samples, bounded finishing rounds on the
+  device, an exact host path for the rest);
 * :mod:`~pyg_private.sampling.words`: where the words come from (:class:`RandomSource`, ChaCha20
   on the CPU and on the device, ``secure_mode``);
 * :mod:`~pyg_private.sampling.workspace` and :mod:`~pyg_private.sampling.threads`: the scratch

@@ -52,6 +52,15 @@ stream (:meth:`~pyg_private.sampling.words.RandomSource.spawn`) on torch's threa
 into chunks of :data:`_CHUNK`; every backend reads the words in the same order, so a seeded source
 gives the same samples whatever the backend and the number of threads.
 
+**On a GPU: the device release.** A release on a CUDA device (:meth:`sample`, :meth:`add_to_grid_`
+of contiguous tensors) runs as :mod:`~pyg_private.sampling.device_release`: the first pass of every
+task into slots of a fixed capacity, bounded finishing rounds on the device, and one host
+synchronisation for the whole release, with an exact host path for what is left. The law is the
+same; the words are read in another order (one stream for all the tasks, the finish on blocks of
+words drawn a round at a time), so from the same source its noise differs from the CPU path's for
+the flagged samples (and for every sample beyond the first task). Its Triton kernels and its torch
+fallback give the same bits from the same words.
+
 **Speed.** The C first pass takes about 1.8 ns a sample against 4.5 ns for the same integer
 computation as torch operations; ``tests/mechanisms/test_native_first_pass.py`` compares them. A
 grid release (:meth:`RoundedNoiseSampler.add_to_grid_`) fuses the first pass with the grid step in
@@ -68,7 +77,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from . import backends
+from . import backends, device_release
 from .backends import Backend
 from .bernoulli import exact_bernoulli
 from .grid import _CLAMP, add_noise_on_grid_, check_granularity
@@ -130,10 +139,14 @@ class RoundedNoiseSampler:
         On the CPU the work is split into tasks of :data:`_TASK` samples run on
         ``torch.get_num_threads()`` threads, each task with its own stream from
         :meth:`RandomSource.spawn` (so a seeded source gives the same samples whatever the
-        number of threads)."""
+        number of threads). On a CUDA device (a contiguous ``out``) it is one device release
+        (:mod:`~pyg_private.sampling.device_release`): the same law, the words in another order."""
         n = int(n)
         if out is None:
             out = torch.empty(n, dtype=torch.int64, device=source.device)
+        if device_release.serves(out.device, out.is_contiguous()):  # one host read for the whole release
+            device_release.release(self, out, source)
+            return out
         self._run_tasks(n, source, lambda lo, hi, stream: self._sample_task(out[lo:hi], stream))
         return out
 
@@ -153,8 +166,13 @@ class RoundedNoiseSampler:
         (about 1%) are finished as in :meth:`sample`, then written over their provisional values.
         Beyond :data:`_TASK` values the tasks have their own streams, as in :meth:`sample`; on the
         CPU their fused passes run on torch's threads while this thread finishes the flagged draws
-        (:func:`~pyg_private.sampling.threads.run_staged`). Otherwise it runs the composition above."""
+        (:func:`~pyg_private.sampling.threads.run_staged`). Otherwise it runs the composition above.
+        On a CUDA device (contiguous float32/float64 values) it is one device release
+        (:mod:`~pyg_private.sampling.device_release`): the same law, the words in another order."""
         g = check_granularity(granularity)
+        if self._device_grid(values.device, values.dtype, values.is_contiguous(), g):  # one host read in all
+            device_release.release(self, values, source, (1.0 if on_scale else 1.0 / g, g, _CLAMP), on_scale)
+            return values
         backend = self._grid_backend(values.device, values.dtype, g, values.is_contiguous())
         if backend is None:
             return add_noise_on_grid_(values, self.sample(values.numel(), source), g, on_scale=on_scale)
@@ -182,13 +200,22 @@ class RoundedNoiseSampler:
         streams), the whole release happens here and the second stage does nothing."""
         g = check_granularity(granularity)
         backend = self._grid_backend(values.device, values.dtype, g, values.is_contiguous())
-        if values.numel() > _TASK or backend is None:
+        if values.numel() > _TASK or backend is None or \
+                self._device_grid(values.device, values.dtype, values.is_contiguous(), g):
             self.add_to_grid_(values, g, source, on_scale=on_scale)
             return lambda: None
         flat = values.view(-1)
         step = (1.0 if on_scale else 1.0 / g, g, _CLAMP)
         pending = self._grid_pass(backend, flat, step, source)
         return lambda: self._grid_finish(flat, step, source, pending)
+
+    @staticmethod
+    def _device_grid(device: torch.device, dtype: torch.dtype, contiguous: bool, g: float) -> bool:
+        """Whether the grid release of values of ``dtype`` on ``device`` on the grid ``g`` runs as a
+        device release (:mod:`~pyg_private.sampling.device_release`: contiguous float32/float64 values
+        on a device it serves, the grid in the range of the fused kernels)."""
+        return (device_release.serves(device, contiguous) and dtype in (torch.float32, torch.float64)
+                and 2.0 ** -100 <= g <= 2.0 ** 100)
 
     def _skip(self) -> tuple[str, ...]:
         return () if self.native else (backends.native_c.BACKEND.name,)
@@ -212,6 +239,11 @@ class RoundedNoiseSampler:
         take their buffers from the pool (:mod:`~pyg_private.sampling.workspace`) and allocate
         none: an allocation failure raises here, before anything is charged."""
         n, device = int(n), torch.device(device)
+        if device_release.serves(device):  # the grid release, or the samples of any other release
+            grid = dtype is not None and granularity is not None and \
+                self._device_grid(device, dtype, True, check_granularity(granularity))
+            device_release.reserve(self, n, device, grid, concurrent)
+            return
         backend = None
         if dtype is not None and granularity is not None:
             backend = self._grid_backend(device, dtype, granularity)

@@ -194,6 +194,7 @@ class AliasTable:
         self.packed3 = (self.base3 << self.accept_bits) | self.cheap3 if self.words_per_sample == 1 else None
         self.low_shift = WORD_BITS - self.slot_bits - s
         self._devices = {}
+        self.derived = {}  # quantities their users derive from these tables (device_release), cached
 
     def on(self, device: torch.device) -> dict[str, Tensor]:
         """The integer tables on ``device``."""

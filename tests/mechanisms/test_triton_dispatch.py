@@ -75,11 +75,17 @@ def test_triton_dispatch_gives_the_torch_paths_values_under_the_interpreter():
 
 
 @pytest.mark.cuda
-def test_cuda_sampler_and_grid_release_match_the_cpu():
-    """On CUDA: the same seeded words give the CPU's samples and released values (the CPU stream
-    seeded alike: the device's seeded words come from a CUDA generator, so compare with words copied)."""
+def test_cuda_sampler_and_grid_release_match_the_cpu(monkeypatch):
+    """On CUDA, with the device release switched off (its finish reads the words in another order:
+    ``test_device_finish_triton.py``): the task-by-task flow, a Triton first pass and the host's finish
+    (the device release's exact overflow path), gives the CPU's samples and released values from the
+    same seeded words (the CPU stream seeded alike: the device's seeded words come from a CUDA
+    generator, so compare with words copied)."""
     from pyg_private.mechanisms.exact_integer_noise import RoundedNoiseSampler
     from pyg_private.mechanisms.randomness import RandomSource
+    from pyg_private.sampling import device_release
+
+    monkeypatch.setattr(device_release, "DEVICES", set())
 
     class Copied(RandomSource):  # the CPU source's words, handed to the device
         def __init__(self, seed):

@@ -12,6 +12,11 @@ All give the same samples and released values from the same words, bit for bit. 
 that serves its device (and, for a grid release, fuses the grid step for its dtype and grid). A new
 backend is one module defining ``BACKEND``, an instance of a :class:`Backend` subclass, added to
 :data:`REGISTRY`.
+
+The device release (:mod:`~pyg_private.sampling.device_release`) has steps of its own: the first
+pass with a capacity, the finishing rounds and the write, as Triton kernels
+(:mod:`~pyg_private.sampling.backends.finish_triton`) and torch operations
+(:mod:`~pyg_private.sampling.backends.finish_torch`), the same bits from the same words.
 """
 from __future__ import annotations
 

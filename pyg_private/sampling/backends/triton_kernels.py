@@ -148,6 +148,29 @@ if triton is not None:
         return prefix + local
 
     @triton.jit
+    def _rounded(v, s, lim, DOUBLE: tl.constexpr):
+        """``clamp(round(v * s), -lim, lim)`` as int64 (a NaN becomes ``INT64_MIN``): the grid step's
+        rounded value ``q`` of ``_grid_step_native.c``, for float64 (``DOUBLE``) or float32 ``v``."""
+        # a subnormal value becomes a zero of its sign (flush_f64 / flush_f32 of the C loop)
+        if DOUBLE:
+            b = v.to(tl.int64, bitcast=True)
+            sub = ((b >> 52) & 0x7FF) == 0
+            v = tl.where(sub, b & (-9223372036854775807 - 1), b).to(tl.float64, bitcast=True)
+            big = 4503599627370496.0  # 2^52
+        else:
+            b = v.to(tl.int32, bitcast=True)
+            sub = ((b >> 23) & 0xFF) == 0
+            v = tl.where(sub, b & (-2147483647 - 1), b).to(tl.float32, bitcast=True)
+            big = 8388608.0  # 2^23
+        x = v * s  # with s <= 2^100 the C loop's flush is always on (flush_ok_f64 / flush_ok_f32)
+        x = tl.where(x > lim, lim, tl.where(x < -lim, -lim, x)).to(v.dtype)  # a NaN passes both
+        nan = x != x
+        x = tl.where(nan, 0.0, x).to(v.dtype)
+        m = tl.where(x < 0, -big, big).to(v.dtype)
+        r = tl.where(tl.abs(x) < big, (x + m) - m, x)  # half to even (see the module's docstring)
+        return tl.where(nan, -9223372036854775807 - 1, r.to(tl.int64))
+
+    @triton.jit
     def _first_pass_kernel(word, second, third, out, flagged, ws, n, start, split_high, t1, t2, slot_shift,
                            low_shift, accept_bits, offset_mask, amask, offset_shift, MODE: tl.constexpr,
                            ORDERED: tl.constexpr, BLOCK: tl.constexpr):
@@ -170,24 +193,7 @@ if triton is not None:
         k, flag = _noise_of(word, second, third, offs, inside, split_high, t1, t2, slot_shift, low_shift,
                             accept_bits, offset_mask, amask, offset_shift, MODE)
         v = tl.load(values + offs, mask=inside, other=0.0)
-        # a subnormal value becomes a zero of its sign (flush_f64 / flush_f32 of the C loop)
-        if DOUBLE:
-            b = v.to(tl.int64, bitcast=True)
-            sub = ((b >> 52) & 0x7FF) == 0
-            v = tl.where(sub, b & (-9223372036854775807 - 1), b).to(tl.float64, bitcast=True)
-            big = 4503599627370496.0  # 2^52
-        else:
-            b = v.to(tl.int32, bitcast=True)
-            sub = ((b >> 23) & 0xFF) == 0
-            v = tl.where(sub, b & (-2147483647 - 1), b).to(tl.float32, bitcast=True)
-            big = 8388608.0  # 2^23
-        x = v * s  # with s <= 2^100 the C loop's flush is always on (flush_ok_f64 / flush_ok_f32)
-        x = tl.where(x > lim, lim, tl.where(x < -lim, -lim, x)).to(v.dtype)  # a NaN passes both
-        nan = x != x
-        x = tl.where(nan, 0.0, x).to(v.dtype)
-        m = tl.where(x < 0, -big, big).to(v.dtype)
-        r = tl.where(tl.abs(x) < big, (x + m) - m, x)  # half to even (see the module's docstring)
-        q = tl.where(nan, -9223372036854775807 - 1, r.to(tl.int64))
+        q = _rounded(v, s, lim, DOUBLE)
         tl.store(values + offs, (q + k).to(v.dtype) * g, mask=inside)  # the int64 sum wraps
         rank = _ranks(flag, ticket, ws, ORDERED)
         tl.store(flagged + rank, start + offs, mask=flag)

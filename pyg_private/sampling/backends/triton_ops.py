@@ -1,6 +1,8 @@
 """The Triton backend (CUDA): a task's first pass, alone or fused with the grid step, as one launch of
 the kernels of :mod:`~pyg_private.sampling.backends.triton_kernels`, whose flagged samples are listed
-in increasing order on the device and counted with one synchronisation a task.
+in increasing order on the device and counted with one synchronisation a task. (On CUDA a whole
+release runs as :mod:`~pyg_private.sampling.device_release` instead, with one synchronisation in
+all; this task-by-task flow is its exact path for tasks whose slots fill up.)
 
 The kernels' module imports ``triton``; it is imported on the first task on a device this backend
 serves, never for CPU work. The tests add ``"cpu"`` to :attr:`TritonOps.devices` under Triton's

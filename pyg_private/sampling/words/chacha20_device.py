@@ -319,7 +319,9 @@ class DeviceChaCha20Stream:
 
     Where the key lives: to continue the stream it must be kept, in an ``int32`` tensor of 11 words
     (key, then nonce) on the device, and nowhere else once the stream is made (the bytes from
-    :func:`os.urandom` and a host staging array, zeroed after the copy, are transient). A new key
+    :func:`os.urandom` and a host staging array, zeroed after the copy, are transient; on CUDA the
+    key goes through a pinned buffer that an asynchronous copy from the device zeroes right after
+    the upload, in stream order, so that making a stream does not wait for the device). A new key
     overwrites the old one in place. The tensor's memory is not wiped when the stream is freed
     (PyTorch's caching allocator reuses it), and whoever can read the process's or the device's
     memory can read the key: the same exposure as OpenSSL's cipher context on the CPU. A stream
@@ -331,7 +333,7 @@ class DeviceChaCha20Stream:
     def __init__(self, device: torch.device | str = "cuda") -> None:
         self.device = _resolve_device(device)
         self._triton = _use_triton(self.device)
-        self._words = None
+        self._words = self._zeros = None
         self._rekey()
 
     @classmethod
@@ -342,7 +344,7 @@ class DeviceChaCha20Stream:
         stream = cls.__new__(cls)
         stream.device = _resolve_device(device)
         stream._triton = _use_triton(stream.device)
-        stream._words = None
+        stream._words = stream._zeros = None
         stream._install(key, nonce)
         return stream
 
@@ -362,7 +364,18 @@ class DeviceChaCha20Stream:
         host[8:] = np.frombuffer(nonce, dtype="<u4")
         staged = torch.from_numpy(host.view(np.int32))
         if self._words is None:
-            self._words = staged.to(self.device, copy=True)
+            self._words = torch.empty(11, dtype=torch.int32, device=self.device)
+        if self.device.type == "cuda":  # no synchronisation: a pinned buffer, copied and then wiped in order
+            pinned = torch.empty(11, dtype=torch.int32, pin_memory=True)
+            pinned.copy_(staged)
+            host.fill(0)
+            # the new key overwrites the old one after the kernels that read it (stream order), and the
+            # pinned copy is zeroed from the device after the upload; the caching host allocator keeps
+            # its block until both copies have run
+            self._words.copy_(pinned, non_blocking=True)
+            if self._zeros is None:
+                self._zeros = torch.zeros(11, dtype=torch.int32, device=self.device)
+            pinned.copy_(self._zeros, non_blocking=True)
         else:
             self._words.copy_(staged)  # overwrites the old key (ordered after the kernels that read it)
         host.fill(0)
