@@ -322,7 +322,7 @@ def _fit_link_head(z: Tensor, train: Data, val: Data, test: Data, config: PrivGE
 
     def loss() -> Tensor:
         neg = negative_sampling(train.edge_index, num_nodes=z.size(0), num_neg_samples=pos.size(1))
-        target = torch.cat([torch.ones(pos.size(1)), torch.zeros(neg.size(1))])
+        target = torch.cat([torch.ones(pos.size(1), device=z.device), torch.zeros(neg.size(1), device=z.device)])
         return F.binary_cross_entropy_with_logits(torch.cat([score(pos), score(neg)]), target)
 
     return _train_early_stopping(model, config, loss,

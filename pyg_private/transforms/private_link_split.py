@@ -234,7 +234,7 @@ class PrivateLinkSplit(BaseTransform):
             raise ValueError(f"{err}. PrivateLinkSplit needs an undirected simple graph; pass clean=True to drop "
                              "self-loops, add the missing reverse entries and merge duplicates first") from None
         pairs = edge_index[:, edge_index[0] < edge_index[1]]
-        parts = self.rule.part_of(pairs, n) if pairs.numel() else torch.empty(0, dtype=torch.long)
+        parts = self.rule.part_of(pairs, n) if pairs.numel() else torch.empty(0, dtype=torch.long, device=pairs.device)
         base = copy.copy(data)
         for attr in list(base.keys()):  # everything aligned with (or built from) the input edges
             if attr != "edge_index" and ("edge" in attr or attr in ("e_id", "adj", "adj_t")):
