@@ -55,6 +55,7 @@ from the operating system's CSPRNG.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -134,7 +135,7 @@ class GraphDPSGDResult:
 
 def graph_dp_sgd_noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int,
                                   accountant: Optional[PrivacyAccountant] = None,
-                                  name: str = "graph_dp_sgd", rtol: float = 1e-3) -> float:
+                                  name: str = "graph_dp_sgd", rtol: float = 1e-4) -> float:
     r"""The smallest noise multiplier (within ``rtol``) such that **one**
     :func:`~pyg_private.accounting.subsampled_gaussian_event` of ``steps`` steps at ``sample_rate`` on
     unit ``"graph"``, charged to ``accountant`` (a fresh ledger when ``None``), leaves the unit at or
@@ -145,6 +146,22 @@ def graph_dp_sgd_noise_multiplier(*, epsilon: float, delta: float, sample_rate: 
     delta = check_delta(delta, "delta")
     acct = accountant if accountant is not None else PrivacyAccountant()
     where = acct._resolve_partition(None)
+    if where is None and not acct.events_of(Unit.GRAPH) and Unit.GRAPH not in acct.budget:
+        # nothing spent, no budget: the answer depends on public numbers only (cached across runs and seeds)
+        return _fresh_noise_multiplier(eps, delta, float(sample_rate), int(steps), str(name), float(rtol),
+                                       acct.conversion, acct.pld)
+    return _noise_multiplier(eps, delta, float(sample_rate), int(steps), acct, where, str(name), float(rtol))
+
+
+@functools.lru_cache(maxsize=256)
+def _fresh_noise_multiplier(eps: float, delta: float, sample_rate: float, steps: int, name: str, rtol: float,
+                            conversion: str, pld: bool) -> float:
+    acct = PrivacyAccountant(conversion=conversion, pld=pld)
+    return _noise_multiplier(eps, delta, sample_rate, steps, acct, None, name, rtol)
+
+
+def _noise_multiplier(eps: float, delta: float, sample_rate: float, steps: int, acct: PrivacyAccountant,
+                      where: Optional[tuple], name: str, rtol: float) -> float:
     sigma = dp_sgd_noise_multiplier(acct, target_epsilon=eps, target_delta=delta, sample_rate=sample_rate,
                                     steps=steps, unit=Unit.GRAPH, name=name, rtol=rtol, partition=where)
     limits = [(eps, delta)] + ([acct.budget[Unit.GRAPH]] if Unit.GRAPH in acct.budget else [])

@@ -228,13 +228,13 @@ def test_the_trainer_draws_poisson_batches(monkeypatch):
 
 
 # ------------------------------------------------------------------ calibration
-@pytest.mark.parametrize("target,rate,steps", [(1.0, 0.1, 100), (4.0, 0.05, 400)])
+@pytest.mark.parametrize("target,rate,steps", [(1.0, 0.1, 100), (3.0, 0.2, 50)])
 def test_calibration_lands_on_the_target(target, rate, steps):
     sigma = graph_dp_sgd_noise_multiplier(epsilon=target, delta=1e-5, sample_rate=rate, steps=steps)
     acct = PrivacyAccountant()
     acct.register(subsampled_gaussian_event(noise_multiplier=sigma, sample_rate=rate, steps=steps, unit="graph"))
     spent = acct.epsilon("graph", 1e-5)
-    assert target * (1 - 2e-3) <= spent <= target
+    assert target * (1 - 5e-4) <= spent <= target
     less = PrivacyAccountant()
     less.register(subsampled_gaussian_event(noise_multiplier=sigma * 0.99, sample_rate=rate, steps=steps,
                                             unit="graph"))
@@ -248,7 +248,7 @@ def test_calibration_counts_what_the_ledger_spent_and_the_trainer_lands_on_it():
     first = acct.epsilon("graph", 1e-5)
     result = GraphDPSGD(_model(), num_graphs=40, config=GraphDPSGDConfig(epochs=2, batch_size=10), epsilon=2.0,
                         delta=1e-5, accountant=acct).fit(GRAPHS, generator=torch.Generator().manual_seed(0))
-    assert 0 < first < 2.0 and 2.0 * (1 - 2e-3) <= result.epsilon <= 2.0
+    assert 0 < first < 2.0 and 2.0 * (1 - 5e-4) <= result.epsilon <= 2.0
     assert acct.epsilon("graph", 1e-5) == result.epsilon and len(acct.events_of("graph")) == 2
     with pytest.raises(ValueError, match="cannot be met"):
         GraphDPSGD(_model(), num_graphs=40, epsilon=first * 0.5, delta=1e-5, accountant=acct)
