@@ -33,6 +33,12 @@ exceed raises :class:`~pyg_private.PrivacyBudgetExceeded` and nothing is trained
 ``delta`` calibrate :math:`\sigma` by the ledger's own composition of that event, on top of what the
 ledger has already spent on the unit (:func:`graph_dp_sgd_noise_multiplier`).
 
+Graph-level DP-SGD is simpler than node-level DP-SGD for GNNs (Daigavane et al., "Node-Level
+Differentially Private Graph Neural Networks", 2021), where one node reaches the gradients of all
+the nodes within the model's receptive field and the sensitivity needs a degree bound and
+subgraph sampling: the graphs of a dataset share no edge, so one graph's loss reads that graph
+only and its gradient is the whole contribution of the example.
+
 **Public quantities.** The rate, the number of steps and the normaliser come from the declared
 ``num_graphs`` (:func:`~pyg_private.utils.poisson_sampling.dp_sgd_plan`), never from the length
 of the private dataset: under add/remove neighbours it differs between neighbours. A declared count
@@ -58,7 +64,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -130,7 +136,6 @@ class GraphDPSGDResult:
     granularity: Optional[float] = None  #: the grid of the noisy sums (``None`` without noise)
     event: Optional[PrivacyEvent] = None
     seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 def graph_dp_sgd_noise_multiplier(*, epsilon: float, delta: float, sample_rate: float, steps: int,
