@@ -296,7 +296,8 @@ class GraphDPSGD:
     def fit(self, graphs: Sequence[Data], *, generator: Optional[torch.Generator] = None) -> GraphDPSGDResult:
         """Train the model on ``graphs`` (see the class notes); ``generator`` seeds the sampling and
         the noise (reproducible, **voids the guarantee**). Everything is checked before the run's
-        one event is registered, and the event is registered before the first noise."""
+        one event is registered, and the event is registered before the first noise. Every call is
+        a new run on the same model, charged again."""
         t0 = time.perf_counter()
         width = _check_graphs(graphs)
         check_graph_model(self.model)  # again: the model may have changed since __init__
