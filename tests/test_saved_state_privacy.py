@@ -486,6 +486,37 @@ def link_prediction() -> Case:
     return Case({"split": split, "result": result}, [ref])
 
 
+def _graph_dataset() -> list:
+    """The private graph as one graph of a small graph dataset (the others public random rings)."""
+    gen = torch.Generator().manual_seed(3)
+    others = []
+    for n in (5, 6, 7):
+        i = torch.arange(n)
+        ring = torch.cat([torch.stack([i, (i + 1) % n]), torch.stack([(i + 1) % n, i])], dim=1)
+        others.append(Data(x=torch.rand(n, F_IN, generator=gen), edge_index=ring, y=torch.tensor([n % 2])))
+    return [Data(x=X.clone(), edge_index=EDGE_INDEX.clone(), y=torch.tensor([1]))] + others
+
+
+@scenario
+def graph_classification() -> Case:
+    graphs = _graph_dataset()
+    acct = PrivacyAccountant()
+    torch.manual_seed(0)
+    model = models.GraphClassifier(F_IN, 4, 2, conv="gin")
+    config = models.GraphDPSGDConfig(epochs=2, batch_size=2, chunk_size=2)
+    trainer = models.GraphDPSGD(model, num_graphs=4, config=config, epsilon=2.0, delta=1e-3, accountant=acct)
+    run = trainer.fit(graphs, generator=_gen())
+    recipe_cfg = models.GraphClassificationConfig(hidden=4, epochs=2, batch_size=2)
+    recipe = models.run_graph_classification(graphs, graphs[:1], recipe_cfg, epsilon=2.0, delta=1e-3, num_graphs=4,
+                                             num_classes=2, seed=0)
+    edge_cfg = models.EdgeLevelGraphConfig(K=2, hidden=4, epochs=5)
+    edge = models.run_edge_level_graph_classification(graphs, graphs[:1], edge_cfg, epsilon=2.0, delta=1e-3,
+                                                      num_classes=2, seed=0)
+    ref = pnn.GAPAggregation(2, noise_multiplier=0.0)(X, EDGE_INDEX)
+    return Case({"trainer": trainer, "run": run, "model": model, "accountant": acct, "configs": (config, recipe_cfg,
+                 edge_cfg), "recipe": recipe, "edge_level": edge}, [ref])
+
+
 @scenario
 def edge_rr() -> Case:
     acct = PrivacyAccountant()
@@ -630,6 +661,7 @@ HOLDS_NO_DATA = {
     "pyg_private.accounting.UncheckedPartitionWarning": "a warning message (a group's name)",
     "pyg_private.accounting.UntrackedPrivacyWarning": "a warning message (public costs)",
     "pyg_private.accounting.ReleaseInsideDPSGDError": "an error message",
+    "pyg_private.accounting.MessagePassingInDPSGDError": "an error message (module names)",
     # an enum of the units
     "pyg_private.accounting.Unit": "an enum",
     # a mixin of two Lightning hooks: what it writes is the accountant's state_dict (public costs)

@@ -19,6 +19,7 @@ from .mechanism_events import (
     subsampled_gaussian_event,
 )
 from .opacus_bridge import (
+    MessagePassingInDPSGDError,
     OpacusAccountant,
     ReleaseInsideDPSGDError,
     check_opacus_model,
@@ -66,6 +67,7 @@ from .objective_perturbation import (
 
 __all__ = [
     "ReleaseInsideDPSGDError",
+    "MessagePassingInDPSGDError",
     "check_opacus_model",
     "dp_sgd_noise_multiplier",
     "make_private",

@@ -576,7 +576,7 @@ class PrivacyAccountant:
         planned = [(event, repeat)] if isinstance(event, PrivacyEvent) else list(event)
         units = {e.unit for e, _ in planned}
         if len(units) != 1 or Unit.LOCAL in units:
-            raise ValueError("planned events must all be of one central unit ('edge' or 'node')")
+            raise ValueError("planned events must all be of one central unit ('edge', 'node' or 'graph')")
         unit = units.pop()
         use_pld = self.pld if use_pld is None else use_pld
         with self._lock:
@@ -629,7 +629,7 @@ class PrivacyAccountant:
                                              use_pld=self.pld)
 
     def composition(self, unit: str | Unit, delta: float | None = None) -> Composition:
-        """The running :class:`Composition` of a central unit (``"edge"`` or ``"node"``).
+        """The running :class:`Composition` of a central unit (``"edge"``, ``"node"`` or ``"graph"``).
 
         With parallel groups whose parts differ, the unit's cost is a maximum over several
         compositions; this is the one that attains it at ``delta`` (default: the unit's budget

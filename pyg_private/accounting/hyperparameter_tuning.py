@@ -453,7 +453,7 @@ def _trial_events(events: Any) -> tuple[PrivacyEvent, ...]:
                          "each unit's releases with its own event)")
     if Unit.LOCAL in units:
         raise ValueError("unit 'local' is accounted per node; the tuning theorems are applied to a central unit "
-                         "('edge' or 'node')")
+                         "('edge', 'node' or 'graph')")
     approx = [e.name for e in events if e.approx is not None]
     if approx:
         raise ValueError(f"events {approx} are (epsilon, delta)-only (no RDP curve); the tuning theorems need "

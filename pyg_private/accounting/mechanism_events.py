@@ -112,7 +112,8 @@ def subsampled_gaussian_event(
     ``sample_rate == 1`` the event is also exactly :math:`\sqrt{T}/\sigma`-GDP."""
     unit = as_unit(unit)
     if unit is Unit.LOCAL:
-        raise ValueError("DP-SGD protects examples of a central dataset: use unit 'node' (or 'edge'), not 'local'")
+        raise ValueError("DP-SGD protects examples of a central dataset: use unit 'node', 'edge' or 'graph', "
+                         "not 'local'")
     grid = check_orders(orders)
     curve = subsampled_gaussian_rdp(grid, noise_multiplier=noise_multiplier, sample_rate=sample_rate, steps=steps)
     q, sigma = float(sample_rate), float(noise_multiplier)

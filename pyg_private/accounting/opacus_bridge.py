@@ -50,13 +50,14 @@ from .accountant import PrivacyAccountant
 from .calibration import calibrate_noise
 from .events import PrivacyEvent
 from .mechanism_events import subsampled_gaussian_event
-from .opacus_checks import ReleaseInsideDPSGDError, check_opacus_model
+from .opacus_checks import (MessagePassingInDPSGDError, ReleaseInsideDPSGDError, check_opacus_model,
+                            refuse_message_passing_under_opacus)
 from .orders import DEFAULT_ORDERS
 from .units import Unit, as_unit
 from .validation import check_delta, check_epsilon, check_positive_int
 
 __all__ = ["OpacusAccountant", "make_private", "make_private_with_epsilon", "dp_sgd_noise_multiplier",
-           "check_opacus_model", "ReleaseInsideDPSGDError", "MECHANISM"]
+           "check_opacus_model", "ReleaseInsideDPSGDError", "MessagePassingInDPSGDError", "MECHANISM"]
 
 #: The name under which this library's accounting is registered in Opacus.
 MECHANISM = "pyg_private"
@@ -119,6 +120,14 @@ class OpacusAccountant(IAccountant):
             self.history.append((noise_multiplier, sample_rate, 1))
 
     def get_optimizer_hook_fn(self, sample_rate: float) -> Callable[[Any], None]:
+        """The step hook Opacus' ``make_private`` attaches to the optimizer. Called there, after the
+        model is wrapped and before any step: a model holding a PyG message-passing layer (per-node
+        per-sample gradients) is refused now (:class:`MessagePassingInDPSGDError`), before anything
+        is charged."""
+        prepared = _module_being_made_private()
+        if prepared is not None:
+            refuse_message_passing_under_opacus(prepared)
+
         def hook_fn(optim: Any) -> None:
             try:
                 self.step(noise_multiplier=optim.noise_multiplier,
@@ -168,6 +177,21 @@ class OpacusAccountant(IAccountant):
         ledger = PrivacyAccountant.from_state_dict(state_dict["ledger"])  # validate before changing anything
         self.accountant._adopt(ledger)
         self.history = history
+
+
+def _module_being_made_private() -> Any:
+    """The module of the ``PrivacyEngine.make_private`` call running in this thread, if any (Opacus
+    hands the accountant only the sample rate)."""
+    import torch
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "make_private":
+            module = frame.f_locals.get("module")
+            if isinstance(module, torch.nn.Module):
+                return module
+        frame = frame.f_back
+    return None
 
 
 # --------------------------------------------------------------------------- calibration

@@ -69,7 +69,8 @@ any of its members, else :class:`OverlappingPartsError` names the overlap (how m
 part) before anything is charged or drawn. Two parts are compared on the best identities both
 announced: at edge level their undirected edges (``n_id[edge_index]`` pairs, or ``edges=``), else
 their nodes (node-disjoint parts hold disjoint edges), else their graphs; at node level their
-nodes, else their graphs (edge ids alone cannot show that node-level parts are disjoint). A batch
+nodes, else their graphs (edge ids alone cannot show that node-level parts are disjoint); at graph
+level their graphs only (node-disjoint parts may hold pieces of one graph). A batch
 of a neighbour sampler (it carries ``input_id``, ``num_sampled_nodes`` or ``num_sampled_edges``)
 is refused as a part outright. The ids live in memory while the group is open (about 12 bytes per
 id and part), are dropped when it closes, and are never pickled, copied or saved: a copy or a
@@ -303,9 +304,10 @@ SAMPLER_ATTRIBUTES = ("input_id", "num_sampled_nodes", "num_sampled_edges")
 #: Which announced identities decide, for a pair of parts, that they are disjoint, by unit, best first:
 #: at edge level the undirected edges themselves, else nodes (node-disjoint parts hold disjoint edges),
 #: else whole graphs; at node level nodes, else whole graphs (edges alone cannot tell: a node's edges may
-#: lie in several parts).
+#: lie in several parts); at graph level whole graphs only (node-disjoint parts may still split one graph).
 _KINDS = {Unit.EDGE: ("edges", "edge ids", "nodes", "graphs", "graph contents"),
-          Unit.NODE: ("nodes", "graphs", "graph contents")}
+          Unit.NODE: ("nodes", "graphs", "graph contents"),
+          Unit.GRAPH: ("graphs", "graph contents")}
 _NOUN = {"edges": "edges", "edge ids": "edge ids", "nodes": "nodes", "graphs": "graphs (dataset indices)",
          "graph contents": "graphs identical to graphs"}
 _PAIR_BITS = 31  # an undirected edge {u, v} is the key min(u, v) * 2**31 + max(u, v)
@@ -563,8 +565,8 @@ class GroupMembership:
                         "rests on your word.")
             else:
                 note = (f"{where} was announced with {', '.join(members.ids)} only, which cannot show that "
-                        f"{unit.value}-level parts are disjoint (a node's edges can lie in several parts): the check "
-                        "could not run.")
+                        f"{unit.value}-level parts are disjoint (a node's edges, or a graph's nodes, can lie in "
+                        "several parts): the check could not run.")
             return (part, unit, members, ()), note + _ANNOUNCE
         overlaps = {k: self._ids[(unit, k)].overlaps(members.ids[k], p) if (unit, k) in self._ids else {}
                     for k in mine}

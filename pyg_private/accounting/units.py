@@ -13,6 +13,11 @@ class Unit(str, Enum):
     * ``NODE``: graphs that differ in one node with all its edges, features and label.
     * ``LOCAL``: one node's feature vector replaced, randomised by the node itself
       (local DP); accounted per node.
+    * ``GRAPH``: datasets of graphs that differ in one whole graph (its nodes, edges, features
+      and label) **added or removed**: the add/remove relation of ``NODE`` and ``EDGE``, and the
+      one under which DP-SGD with Poisson sampling is analysed (Mironov, Talwar and Zhang 2019),
+      one graph being one example (graph-level DP-SGD,
+      :class:`~pyg_private.models.GraphDPSGD`).
 
     Costs recorded against different units never add up with each other.
     """
@@ -20,6 +25,7 @@ class Unit(str, Enum):
     EDGE = "edge"
     NODE = "node"
     LOCAL = "local"
+    GRAPH = "graph"
 
     def __str__(self) -> str:  # "edge" rather than "Unit.EDGE" in messages and reports
         return self.value

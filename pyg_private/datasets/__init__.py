@@ -8,6 +8,7 @@ from ._root import CACHE_ENV_VAR, DATA_ENV_VAR, cache_dir, data_dir, resolve_roo
 from .attach_split import attach_split
 from .blogcatalog import BlogCatalog, blogcatalog_dataset, load_blogcatalog, read_blogcatalog
 from .chain import CHAIN_PRESETS, ChainPreset, chain_dataset, load_chain
+from .cycles_and_trees import cycles_vs_trees
 from .cora import cora_dataset, load_cora
 from .cora_ml import cora_ml_dataset, load_cora_ml
 from .facebook100 import Facebook100, facebook100_dataset, load_facebook100, read_facebook100
@@ -39,6 +40,7 @@ __all__ = [
     "CHAIN_PRESETS",
     "chain_dataset",
     "load_chain",
+    "cycles_vs_trees",
     # node splits
     "per_class_split",
     "random_count_split",

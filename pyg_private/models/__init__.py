@@ -48,3 +48,18 @@ from .link_prediction import (LinkPredictionConfig, LinkPredictionModel, LinkPre
                               run_link_prediction)
 
 __all__ += ["LinkPredictionConfig", "LinkPredictionResult", "LinkPredictionModel", "run_link_prediction"]
+# graph-level privacy: per-graph DP-SGD (unit "graph") and the edge-level release over a union of graphs
+from .per_graph_gradients import check_graph_model, clipped_gradient_sum, per_graph_gradients  # noqa: E402
+from .graph_classifier import GraphClassifier  # noqa: E402
+from .graph_dp_sgd import (GraphDPSGD, GraphDPSGDConfig, GraphDPSGDResult,  # noqa: E402
+                           graph_dp_sgd_noise_multiplier)
+from .graph_classification import (GraphClassificationConfig, GraphClassificationResult,  # noqa: E402
+                                   graph_accuracy, run_graph_classification)
+from .graph_edge_release import (EdgeLevelGraphConfig, EdgeLevelGraphModel, EdgeLevelGraphResult,  # noqa: E402
+                                 run_edge_level_graph_classification)
+
+__all__ += ["GraphDPSGD", "GraphDPSGDConfig", "GraphDPSGDResult", "graph_dp_sgd_noise_multiplier",
+            "check_graph_model", "per_graph_gradients", "clipped_gradient_sum", "GraphClassifier",
+            "GraphClassificationConfig", "GraphClassificationResult", "run_graph_classification", "graph_accuracy",
+            "EdgeLevelGraphConfig", "EdgeLevelGraphResult", "EdgeLevelGraphModel",
+            "run_edge_level_graph_classification"]

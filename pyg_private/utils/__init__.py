@@ -26,3 +26,8 @@ __all__ = [
 from .pair_sampling import LinkSplitRule, pair_hash, sample_pairs  # noqa: E402
 
 __all__ += ["LinkSplitRule", "pair_hash", "sample_pairs"]
+
+# DP-SGD's Poisson sampling (exact integer trials) and the public plan of a run
+from .poisson_sampling import DPSGDPlan, dp_sgd_plan, poisson_indices, poisson_mask, poisson_threshold  # noqa: E402
+
+__all__ += ["DPSGDPlan", "dp_sgd_plan", "poisson_indices", "poisson_mask", "poisson_threshold"]

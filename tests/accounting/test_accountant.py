@@ -164,11 +164,12 @@ def test_state_dict_round_trip_is_lossless():
     acct.register(subsampled_gaussian_event(noise_multiplier=1.1, sample_rate=0.01, steps=10))
     acct.register(approximate_dp_event(unit="edge", epsilon=0.5, delta=1e-7))
     acct.register(laplace_event(unit="local", sensitivity=2.0, scale=1.0, nodes=[0, 3, 5], num_nodes=8))
+    acct.register(subsampled_gaussian_event(noise_multiplier=1.5, sample_rate=0.05, steps=20, unit="graph"))
     state = json.loads(json.dumps(acct.state_dict()))  # survives JSON
     again = PrivacyAccountant.from_state_dict(state)
     assert again.events == acct.events
     assert again.budget == acct.budget
-    for unit in ("edge", "node", "local"):
+    for unit in ("edge", "node", "local", "graph"):
         assert again.epsilon(unit, 1e-5) == acct.epsilon(unit, 1e-5)
     np.testing.assert_array_equal(again.node_epsilons(), acct.node_epsilons())
     other = PrivacyAccountant()

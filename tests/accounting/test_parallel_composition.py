@@ -190,6 +190,7 @@ def test_state_dict_pickle_and_deepcopy_keep_the_groups():
             with part(i):
                 acct.register(gaussian_event(unit="edge", sensitivity=1.0, noise_std=2.0 + i))
                 acct.register(randomized_response_event(unit="node", epsilon=0.5))
+                acct.register(gaussian_event(unit="graph", sensitivity=1.0, noise_std=1.0 + i))
     scope = acct.parallel("open")
     scope.__enter__()  # a group still open when saved
     with scope(7):
@@ -202,7 +203,7 @@ def test_state_dict_pickle_and_deepcopy_keep_the_groups():
     for clone in clones:
         assert clone.events == acct.events
         assert clone.parallel_groups == acct.parallel_groups
-        for unit in ("edge", "node"):
+        for unit in ("edge", "node", "graph"):
             assert clone.epsilon(unit, 1e-5) == acct.epsilon(unit, 1e-5)
         assert clone.report() == acct.report()
         # the open group is still open in the clone, the closed one refuses new releases
@@ -211,7 +212,8 @@ def test_state_dict_pickle_and_deepcopy_keep_the_groups():
             clone.register(approximate_dp_event(unit="edge", epsilon=0.1, delta=1e-8), partition=("epoch-0", 0))
     scope.__exit__(None, None, None)
     assert acct.parallel_groups["open"]["closed"]
-    assert len(acct) == 8
+    assert len(acct) == 11
+    assert acct.parallel_groups["epoch-0"]["units"] == ["edge", "graph", "node"]
 
 
 def test_version_one_state_still_loads():
