@@ -38,8 +38,7 @@ acct = PrivacyAccountant()
 seeds = torch.arange(5)
 x0 = torch.nn.functional.normalize(torch.randn(n, 7), dim=-1)   # GCON's encoded rows (7 wide)
 delta = 1e-5
-from torch_geometric.nn import GCN
-model = GCN(16, 16, 2, 7)
+model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 7))  # a head on rows
 optimizer = torch.optim.Adam(model.parameters())
 from torch.utils.data import DataLoader as _TorchLoader, TensorDataset
 loader = _TorchLoader(TensorDataset(x, y), batch_size=64)
