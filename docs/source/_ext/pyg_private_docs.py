@@ -112,6 +112,7 @@ def write_api_pages(subpackages: list[str]) -> None:
                 documented.setdefault(id(obj), f"pyg_private.{sub}.{name}")
 
     toc = []
+    expected = set()  # the stub pages of this build (autosummary writes them after this function)
     for sub in subpackages:
         full = f"pyg_private.{sub}"
         text = GENERATED_NOTE + _heading(full, "=")
@@ -138,6 +139,7 @@ def write_api_pages(subpackages: list[str]) -> None:
             if template:
                 text += f"   :template: {template}\n"
             text += "\n" + "".join(f"   {n}\n" for n in names) + "\n"
+            expected.update(f"{full}.{n}.rst" for n in names)
         if by_kind.get("data"):
             # constants on the page itself: autosummary's one-line summary of a value would be the
             # docstring of its type (``tuple``, ``dict``); data_docstring below finds the comment
@@ -155,6 +157,7 @@ def write_api_pages(subpackages: list[str]) -> None:
             for name in modules:
                 text += f"   generated/{full}.{name}\n"
                 mod_full = f"{full}.{name}"
+                expected.add(f"{mod_full}.rst")
                 page = GENERATED_NOTE + _heading(mod_full, "=")
                 page += f".. automodule:: {mod_full}\n   :members:\n"
                 _write_if_changed(os.path.join(api_dir, "generated", f"{mod_full}.rst"), page)
@@ -169,6 +172,10 @@ def write_api_pages(subpackages: list[str]) -> None:
             text += "\n"
         _write_if_changed(os.path.join(api_dir, f"{sub}.rst"), text)
         toc.append(sub)
+    generated = os.path.join(api_dir, "generated")
+    for f in os.listdir(generated) if os.path.isdir(generated) else ():
+        if f.endswith(".rst") and f not in expected:  # a name no longer public (or now a constant)
+            os.remove(os.path.join(generated, f))
     index = GENERATED_NOTE + ".. toctree::\n   :maxdepth: 1\n\n" + "".join(f"   api/{s}\n" for s in toc)
     _write_if_changed(os.path.join(api_dir, "toc.rst.inc"), index)
 
