@@ -90,9 +90,14 @@ def _owner(obj, subpackages: list[str]) -> str | None:
     return None
 
 
+# id(obj) -> the public name it is documented under (filled by write_api_pages)
+DOCUMENTED: dict[int, str] = {}
+
+
 def write_api_pages(subpackages: list[str]) -> None:
     api_dir = os.path.join(SOURCE, "api")
-    documented: dict[int, str] = {}  # id(obj) -> the full name of its page
+    documented = DOCUMENTED  # id(obj) -> the full name of its page
+    documented.clear()
     entries = {}
     # first pass: the canonical page of every object (its defining subpackage, else the first)
     for sub in subpackages:
@@ -380,6 +385,52 @@ def join_wrapped_argument_names(app, what, name, obj, options, lines) -> None:
         i += 1
 
 
+def _import_dotted(path: str):
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[i:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def resolve_public_name(app, env, node, contnode):
+    """Resolve a reference to a name by another path to the page of its public name.
+
+    ``pyg_private.PrivacyAccountant`` (the top-level re-export) and
+    ``pyg_private.nn.contractive_graph_layer.ContractiveGraphLayer`` (the defining module) lead to
+    the page of ``pyg_private.accounting.PrivacyAccountant`` and
+    ``pyg_private.nn.ContractiveGraphLayer``; members follow their class.
+    """
+    if node.get("refdomain") != "py":
+        return None
+    target = node.get("reftarget", "")
+    if not target.startswith("pyg_private."):
+        return None
+    parts = target.split(".")
+    for i in range(len(parts), 1, -1):
+        obj = _import_dotted(".".join(parts[:i]))
+        if obj is None or inspect.ismodule(obj):
+            continue
+        public = DOCUMENTED.get(id(obj))
+        if public is None:
+            continue
+        canonical = ".".join([public, *parts[i:]])
+        if canonical == target:
+            return None
+        domain = env.get_domain("py")
+        return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], canonical, node,
+                                   contnode)
+    return None
+
+
 def generate(app, config) -> None:
     write_api_pages(list(config.pyg_private_api_subpackages))
     write_tutorial_pages(config.pyg_private_examples_dir)
@@ -392,4 +443,5 @@ def setup(app):
     app.connect("source-read", check_code_blocks)
     app.connect("autodoc-process-docstring", data_docstring)
     app.connect("autodoc-process-docstring", join_wrapped_argument_names, priority=400)
+    app.connect("missing-reference", resolve_public_name)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
