@@ -29,7 +29,16 @@ COMPAT_VENV ?= .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
 COMPAT_STAMP := $(COMPAT_VENV)/.pyg-private-installed-py$(COMPAT_PYTHON_VERSION)-torch$(COMPAT_TORCH)-pyg$(COMPAT_PYG)
 
-.PHONY: install demo test test-no-native test-compat sparse benchmarks clean
+.PHONY: install demo test test-no-native test-compat sparse benchmarks docs doctest clean
+
+# The documentation (Sphinx, docs/source): `make docs` builds the HTML into docs/build/html with
+# warnings as errors, `make doctest` runs every code block of the pages (sphinx.ext.doctest).
+# intersphinx links to torch, PyG, Opacus, NumPy and SciPy need the network: `make docs
+# INTERSPHINX=1` (off by default, as in CI, which reaches the package registries only).
+DOCS_STAMP := $(VENV)/.pyg-private-docs-installed
+SPHINXOPTS ?=
+INTERSPHINX ?= 0
+SPHINX := PYG_PRIVATE_DOCS_INTERSPHINX=$(INTERSPHINX) $(PY) -m sphinx -j 1 $(SPHINXOPTS)
 
 $(STAMP): setup.cfg setup.py pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -68,10 +77,21 @@ test-compat:
 	$(MAKE) --no-print-directory $(COMPAT_STAMP) COMPAT_INTERPRETER="$$py" && \
 	$(COMPAT_PY) -m pytest $(PYTEST_ARGS)
 
+$(DOCS_STAMP): $(STAMP) setup.cfg
+	$(PIP) install -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(SPHINX) -W --keep-going -b html docs/source docs/build/html
+
+doctest: $(DOCS_STAMP)
+	$(SPHINX) -W --keep-going -b doctest docs/source docs/build/doctest
+
 # Optional: torch-scatter / torch-sparse compile from source (5-20 minutes).
 sparse: $(STAMP)
 	$(PIP) install --no-build-isolation -e ".[sparse]"
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) build dist *.egg-info .pytest_cache .hypothesis \
+	rm -rf $(VENV) $(COMPAT_VENV) build dist *.egg-info .pytest_cache .hypothesis docs/build \
+		docs/source/api docs/source/tutorials/generated \
 		pyg_private/mechanisms/*.so pyg_private/sampling/backends/*.so pyg_private/utils/*.so

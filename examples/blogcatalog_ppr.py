@@ -9,6 +9,7 @@ Recall@100; mean and 95% interval (normal approximation) over the seeds.
 
 Methods, each registered with its own PrivacyAccountant (budget (epsilon, delta) on unit
 "edge"), whose spent epsilon per recipient is printed:
+
   * noisy   NoisyPPRDiffusion, personalized (corrected Theorem 4), Laplace noise in the loop;
   * push    DPPushFlowCap (Epasto et al. 2022), Laplace output perturbation;
   * flip    EdgeFlippingPPR: randomized response on the graph, each seed's own edges kept.

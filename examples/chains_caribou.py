@@ -10,9 +10,11 @@ chain carries its class (one-hot), so a node at position p needs p hops. epsilon
 its private figures are not the paper's setting.)
 
 Methods, all through :func:`pyg_private.models.run_caribou` with their own accountant:
+
   * CARIBOU: ContractiveGraphLayer (convergent GDP accounting), head on [X0, X^K];
   * GAP: GAPAggregation (all hops released, linear composition), head on all hops;
   * MLP: no edges.
+
 Searched on validation, **not charged** (as the paper): K (the paper's set), C_L {0.9, 0.99},
 beta {0, 1}, hidden {16, 64}, raw features (clipped into the ball) or a 16-wide encoder,
 and whether the head also sees X0 (see ``CaribouConfig.use_x0``). alpha1 = 1

@@ -7,7 +7,7 @@ delta = 1/|E| (|E|: undirected edges of the cleaned graph);
 (alpha, m, Lambda, encoder width and output, loss, pseudo-labels) are chosen on the
 validation split and not charged (see ``gcon_common.py``). Every release uses a seeded
 generator: reproducible, and for that reason not private. Needs the Cora-ML files
-(``$PYG_PRIVATE_DATA``, see the README's Datasets section).
+(``$PYG_PRIVATE_DATA``, see the Data section of the documentation's Getting started).
 
 Any dataset: ``--dataset`` (any name of ``example_data.NAMES`` with node features; see
 ``gcon_common.py`` for the cleaning and the split of the labelled nodes on other graphs).

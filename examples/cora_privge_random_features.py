@@ -4,7 +4,7 @@ Runs the non-private PrivGE node-classification pipeline (PPR with D^(r-1) A D^(
 self-loops, alpha = 0.1, r = 0.1; the reference scripts' MLP head) on splits 0-4 with the
 real features replaced by random ones (dense Gaussian; sparse rows with k = 20 or 200
 uniform entries in [-1, 1]), and with the real features. Every local-DP mechanism on Cora
-at epsilon <= 5 lands at the random-feature level (see the README's PrivGE section).
+at epsilon <= 5 lands at the random-feature level (see the PrivGE page of the documentation's user guide).
 
 Any dataset (``--dataset``, see ``example_data.py``): the random features have the graph's
 feature dimension; nothing is read off the graph but its size. The graph is cleaned first (the

@@ -323,7 +323,7 @@ def linkteller_attack(query: Callable[[Tensor], Tensor], x: Tensor, edge_index: 
     every pair ``i < j`` with :func:`linkteller_scores`, labels it by whether
     ``(nodes[i], nodes[j])`` is an edge of ``edge_index`` (either direction; self-loops
     are never pairs), and reports the ROC-AUC (:func:`pyg_private.metrics.roc_auc`) and
-    the precision at ``k = `` the number of positive pairs.
+    the precision at ``k``, the number of positive pairs.
 
     ``edge_index`` is the ground truth the attacker does not see; it is only used to label
     the pairs. Against a layer whose inference reuses the graph without noise (for example

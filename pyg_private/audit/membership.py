@@ -208,7 +208,7 @@ def member_split(num_nodes: int, *, fraction: float = 0.5, generator: Optional[t
 
 
 def member_subgraph(data: Data, member_mask: Tensor) -> Data:
-    """The subgraph induced by the members, with nodes relabelled ``0 .. members - 1``.
+    """The subgraph induced by the members, with nodes relabelled ``0, ..., members - 1``.
 
     Every node-level attribute (``x``, ``y``, masks, ...) is restricted to the members and
     ``edge_index`` to the member-member edges (through
