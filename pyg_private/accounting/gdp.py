@@ -14,7 +14,9 @@ All functions here are pure, keyword-friendly and evaluated in float64 via SciPy
 """
 from __future__ import annotations
 
+import functools
 import math
+from types import ModuleType
 
 import numpy as np
 
@@ -38,14 +40,22 @@ def _boundary(valid, bad: float, good: float) -> float:
     return good
 
 
+@functools.cache
+def _special() -> ModuleType:
+    """``scipy.special``, imported on the first curve evaluated, not with the package (once: this
+    function is in the calibrations' inner loops)."""
+    import scipy.special
+
+    return scipy.special
+
+
 def gdp_delta(*, mu: float, epsilon: float) -> float:
     r"""The exact :math:`\delta(\epsilon)` of a :math:`\mu`-GDP mechanism."""
     mu = check_non_negative(mu, "mu")
     epsilon = check_non_negative(epsilon, "epsilon", allow_inf=True)
     if mu == 0.0 or math.isinf(epsilon):
         return 0.0
-    from scipy.special import log_ndtr  # SciPy is imported on the first curve evaluated, not with the package
-
+    log_ndtr = _special().log_ndtr
     log_a = float(log_ndtr(-epsilon / mu + mu / 2.0))
     log_b = epsilon + float(log_ndtr(-epsilon / mu - mu / 2.0))
     if log_b >= log_a:  # only through rounding: delta is never negative
