@@ -25,7 +25,8 @@ TIMED = ("import time; t = time.perf_counter(); import torch, torch_geometric; t
          "import pyg_private, pyg_private.nn, pyg_private.transforms, pyg_private.models; "
          "t2 = time.perf_counter(); import sys; "
          "heavy = ('opacus', 'dp_accounting', 'cryptography', 'triton', 'mpmath', 'scipy'); "
-         "native = sorted(m for m in sys.modules if m.startswith('pyg_private.') and m.endswith('_native') and m != 'pyg_private._native'); "
+         "native = sorted(m for m in sys.modules if m.startswith('pyg_private.') and m.endswith('_native') "
+         "and m != 'pyg_private._native'); "
          "print(t1 - t, t2 - t1, ','.join(m for m in heavy if m in sys.modules) or '-', ','.join(native) or '-')")
 LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 

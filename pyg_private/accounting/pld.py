@@ -36,10 +36,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Hashable, Mapping
-
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Hashable, Mapping
 
 import numpy as np
 
@@ -60,7 +58,6 @@ __all__ = [
     "epsilon_for_delta",
     "PrivacyLossDistribution",
 ]
-
 
 
 def _dp_pld() -> ModuleType:
