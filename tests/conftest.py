@@ -35,6 +35,22 @@ def _one_torch_thread():
     torch.set_num_threads(threads)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist's controller rebuilds each warning a worker reports by importing the module of
+    its class, in one thread per worker. Two such first imports at once of modules that need PyG can
+    meet inside torch_geometric's circular imports and fail with "partially initialized module"
+    (CPython does not make a submodule's import wait for a parent package that another thread is
+    still initialising); importing the package no longer loads PyG, so nothing did it before. The
+    controller imports the package's subpackages (and PyG with them) here, in one thread."""
+    if (config.pluginmanager.has_plugin("xdist") and getattr(config.option, "numprocesses", None)
+            and not hasattr(config, "workerinput")):
+        import importlib
+
+        for name in ("accounting", "audit", "datasets", "distributed", "mechanisms", "metrics", "models", "nn",
+                     "sampling", "transforms", "utils"):
+            importlib.import_module(f"pyg_private.{name}")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``cuda`` are skipped, with the reason, on a machine without a CUDA device."""
     if torch.cuda.is_available():

@@ -1,4 +1,13 @@
-"""Privacy accounting: units, events, curves, composition, calibration and the accountant."""
+"""Privacy accounting: units, events, curves, composition, calibration and the accountant.
+
+The DP-SGD bridge to Opacus (:class:`OpacusAccountant`, :func:`make_private`,
+:func:`make_private_with_epsilon`, :func:`dp_sgd_noise_multiplier`, :func:`check_opacus_model`,
+:class:`ReleaseInsideDPSGDError`) is resolved on first access (PEP 562): its modules import Opacus,
+about a second, which a user who never trains with DP-SGD does not pay. The first access also
+registers this library's accounting in Opacus' accountant registry (``accountant="pyg_private"``).
+"""
+import importlib
+
 from .accountant import DEFAULT_REPORT_DELTA, PrivacyAccountant
 from .budget_calibration import largest_affordable_epsilon
 from .calibration import calibrate_noise
@@ -17,15 +26,6 @@ from .mechanism_events import (
     randomized_response_event,
     rdp_event,
     subsampled_gaussian_event,
-)
-from .opacus_bridge import (
-    MessagePassingInDPSGDError,
-    OpacusAccountant,
-    ReleaseInsideDPSGDError,
-    check_opacus_model,
-    dp_sgd_noise_multiplier,
-    make_private,
-    make_private_with_epsilon,
 )
 from .parallel import OverlappingPartsError, ParallelScope, UncheckedPartitionWarning
 from .persistent_ledger import PersistentPrivacyAccountant
@@ -144,3 +144,30 @@ from .hyperparameter_tuning import (Poisson, TruncatedNegativeBinomial, expected
                                     tuning_event, tuning_rdp)
 
 __all__ += ["TruncatedNegativeBinomial", "Poisson", "expected_trials", "tuning_event", "tuning_rdp"]
+
+#: Names resolved on first access, and the module that defines each (both import Opacus).
+_LAZY = {
+    "OpacusAccountant": "opacus_bridge",
+    "make_private": "opacus_bridge",
+    "make_private_with_epsilon": "opacus_bridge",
+    "dp_sgd_noise_multiplier": "opacus_bridge",
+    "ReleaseInsideDPSGDError": "opacus_checks",
+    "MessagePassingInDPSGDError": "opacus_checks",
+    "check_opacus_model": "opacus_checks",
+    "opacus_bridge": "opacus_bridge",
+    "opacus_checks": "opacus_checks",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = importlib.import_module(f".{module}", __name__)
+    value = loaded if name == module else getattr(loaded, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

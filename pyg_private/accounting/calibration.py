@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from scipy.optimize import brentq
-
 from .validation import check_epsilon, check_positive
 
 __all__ = ["calibrate_noise"]
@@ -74,6 +72,8 @@ def calibrate_noise(
             lo = mid
         else:
             hi = mid
+    from scipy.optimize import brentq  # SciPy's optimizers load in about half a second: imported on first use
+
     root = brentq(excess, lo, hi, xtol=rtol * 1e-3, rtol=rtol * 1e-2, maxiter=500)
     # Brent's root may sit a hair on the wrong side: step up until the target holds, testing
     # the very float that is returned (exp(log(s)) is not always s).

@@ -20,7 +20,6 @@ import warnings
 from typing import Literal, Sequence
 
 import numpy as np
-from opacus.accountants.analysis.rdp import get_privacy_spent
 
 from .validation import check_delta
 
@@ -66,6 +65,9 @@ def rdp_to_dp(
     if delta > 0 and finite.any():
         af, rf = a[finite], r[finite]
         if conversion == "balle":
+            # Opacus (about a second to import with its dependencies) is imported on the first conversion
+            from opacus.accountants.analysis.rdp import get_privacy_spent
+
             with warnings.catch_warnings():  # Opacus warns when the optimum sits at a grid end
                 warnings.simplefilter("ignore")
                 eps, order = get_privacy_spent(orders=af, rdp=rf, delta=delta)

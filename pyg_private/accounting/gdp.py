@@ -14,11 +14,11 @@ All functions here are pure, keyword-friendly and evaluated in float64 via SciPy
 """
 from __future__ import annotations
 
+import functools
 import math
+from types import ModuleType
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from .validation import check_delta, check_non_negative
 
@@ -40,12 +40,22 @@ def _boundary(valid, bad: float, good: float) -> float:
     return good
 
 
+@functools.cache
+def _special() -> ModuleType:
+    """``scipy.special``, imported on the first curve evaluated, not with the package (once: this
+    function is in the calibrations' inner loops)."""
+    import scipy.special
+
+    return scipy.special
+
+
 def gdp_delta(*, mu: float, epsilon: float) -> float:
     r"""The exact :math:`\delta(\epsilon)` of a :math:`\mu`-GDP mechanism."""
     mu = check_non_negative(mu, "mu")
     epsilon = check_non_negative(epsilon, "epsilon", allow_inf=True)
     if mu == 0.0 or math.isinf(epsilon):
         return 0.0
+    log_ndtr = _special().log_ndtr
     log_a = float(log_ndtr(-epsilon / mu + mu / 2.0))
     log_b = epsilon + float(log_ndtr(-epsilon / mu - mu / 2.0))
     if log_b >= log_a:  # only through rounding: delta is never negative
@@ -71,6 +81,8 @@ def gdp_epsilon(*, mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu)
     while excess(hi) > 0:
         hi *= 2.0
+    from scipy.optimize import brentq
+
     eps = brentq(excess, 0.0, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps, maxiter=500)
     # tighten to the float: the smallest eps (to one ulp) with delta(eps) <= delta
     good, bad = eps * (1 + 1e-9) + 1e-300, eps * (1 - 1e-9)
@@ -101,6 +113,8 @@ def gdp_mu(*, epsilon: float, delta: float) -> float:
         hi *= 2.0
         if hi > _MAX_MU:
             raise ValueError(f"epsilon={epsilon!r}, delta={delta!r} is met by any mu up to {_MAX_MU}")
+    from scipy.optimize import brentq
+
     mu = brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     # tighten to the float: the largest mu (to one ulp) with delta(epsilon; mu) <= delta
     good, bad = mu * (1 - 1e-9), mu * (1 + 1e-9)

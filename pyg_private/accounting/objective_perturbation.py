@@ -60,7 +60,6 @@ from numbers import Integral
 from typing import Iterable, Literal
 
 import numpy as np
-from scipy.special import gammainccinv, gammaincinv
 
 from .validation import (
     check_delta,
@@ -482,6 +481,8 @@ def calibrate_objective_perturbation(*, epsilon: float, delta: float, dim: int, 
     c1, c2, c3 = _check_loss_constants(loss_constants)
     lam_user = check_non_negative(regularization, "regularization")
 
+    from scipy.special import gammaincinv  # imported on first use, not with the package
+
     # (21)
     c_sf = float(gammaincinv(d, 1.0 - dlt / c))
     if not (math.isfinite(c_sf) and c_sf > 0):
@@ -570,6 +571,8 @@ def objective_perturbation_profile(calibration: ObjectivePerturbationCalibration
     if math.isinf(cal.beta) or cal.Psi == 0.0:
         return tuple(d_arr.tolist()), tuple(0.0 for _ in d_arr)
     lam = cal.Lambda + cal.Lambda_prime
+    from scipy.special import gammainccinv
+
     c_sf = gammainccinv(cal.d, d_arr / cal.c)
     c_theta = (cal.c1 + c_sf / (cal.beta * cal.n1)) / lam
     eps_jac = cal.c * cal.d * np.log1p((2.0 * cal.c2 + cal.c3 * c_theta) * cal.Psi / (cal.d * cal.n1 * lam))

@@ -26,7 +26,9 @@ Consecutive identical steps are stored once with a count (see :class:`PrivacyAcc
 a checkpoint does not grow with the number of steps.
 
 ``engine.make_private_with_epsilon(...)`` works too: :meth:`OpacusAccountant.mechanism` is
-``"pyg_private"``, registered in Opacus' accountant registry, and Opacus' ``get_noise_multiplier``
+``"pyg_private"``, registered in Opacus' accountant registry when this module is imported (the
+first access to any DP-SGD name of :mod:`pyg_private.accounting` imports it; ``import pyg_private``
+alone does not import Opacus), and Opacus' ``get_noise_multiplier``
 then asks this library's composition (Rényi/GDP rules, a safe upper bound of the figure the ledger
 will report) for the epsilon of each candidate noise multiplier, on top of what the engine's
 ledger has already spent on the unit. :func:`make_private_with_epsilon` calibrates tighter (with

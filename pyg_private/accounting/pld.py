@@ -36,14 +36,15 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Hashable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Hashable, Mapping
 
 import numpy as np
-from scipy.stats import binom
-from dp_accounting.pld import privacy_loss_distribution as _pld
-from dp_accounting.pld.common import DifferentialPrivacyParameters
 
 from .events import PrivacyEvent
+
+if TYPE_CHECKING:
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
 __all__ = [
     "PLD_DISCRETIZATION",
@@ -58,7 +59,21 @@ __all__ = [
     "PrivacyLossDistribution",
 ]
 
-PrivacyLossDistribution = _pld.PrivacyLossDistribution
+
+def _dp_pld() -> ModuleType:
+    """``dp_accounting.pld.privacy_loss_distribution``, imported on the first PLD built (dp-accounting
+    and the SciPy it loads take about a second to import; a ledger far from its budget never needs them)."""
+    from dp_accounting.pld import privacy_loss_distribution
+
+    return privacy_loss_distribution
+
+
+def __getattr__(name: str):
+    # ``PrivacyLossDistribution`` (dp-accounting's class) is resolved on first access (PEP 562)
+    if name == "PrivacyLossDistribution":
+        return _dp_pld().PrivacyLossDistribution
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Discretisation interval of the privacy-loss values (``dp-accounting``'s default).
 PLD_DISCRETIZATION = 1e-4
@@ -150,6 +165,7 @@ def _lru_put(cache: OrderedDict, key: Hashable, value, size: int) -> None:
 def _build(key: PLDKey) -> PrivacyLossDistribution:
     kind, value = key[0], float(key[1])
     dx = PLD_DISCRETIZATION
+    _pld = _dp_pld()
     if kind != "poisson_gaussian" and value == 0.0:  # no loss at all
         return _pld.identity(value_discretization_interval=dx)
     if kind == "gaussian":
@@ -175,8 +191,10 @@ def key_pld(key: PLDKey) -> PrivacyLossDistribution:
 
 def approximate_dp_pld(epsilon: float, delta: float) -> PrivacyLossDistribution:
     r"""The PLD of the pair that dominates every :math:`(\epsilon, \delta)`-DP mechanism."""
-    return _pld.from_privacy_parameters(DifferentialPrivacyParameters(float(epsilon), float(delta)),
-                                        value_discretization_interval=PLD_DISCRETIZATION)
+    from dp_accounting.pld.common import DifferentialPrivacyParameters
+
+    return _dp_pld().from_privacy_parameters(DifferentialPrivacyParameters(float(epsilon), float(delta)),
+                                             value_discretization_interval=PLD_DISCRETIZATION)
 
 
 def composed_pld(counts: Mapping[PLDKey, int] | tuple[tuple[PLDKey, int], ...]) -> PrivacyLossDistribution | None:
@@ -233,11 +251,18 @@ class _Suffix:
 
 
 _SUFFIX_CACHE: "OrderedDict[int, tuple[PrivacyLossDistribution, list[_Suffix]]]" = OrderedDict()
-_IDENTITY = _pld.identity(value_discretization_interval=PLD_DISCRETIZATION)
+_IDENTITY: "list[PrivacyLossDistribution]" = []  # the PLD of no loss, built on first use
+
+
+def _identity() -> PrivacyLossDistribution:
+    with _CACHE_LOCK:
+        if not _IDENTITY:
+            _IDENTITY.append(_dp_pld().identity(value_discretization_interval=PLD_DISCRETIZATION))
+        return _IDENTITY[0]
 
 
 def _suffixes(pld: PrivacyLossDistribution | None) -> list[_Suffix]:
-    pld = _IDENTITY if pld is None else pld
+    pld = _identity() if pld is None else pld
     hit = _lru_get(_SUFFIX_CACHE, id(pld))
     if hit is not None and hit[0] is pld:  # the cache keeps the PLD alive, so its id is not reused
         return hit[1]
@@ -263,6 +288,8 @@ def _combos(pairs: tuple[tuple[float, float, int], ...]) -> tuple[np.ndarray, np
     r"""Shifts and weights of the finite losses of the composed (epsilon, delta) pairs, each taken
     ``count`` times, and their total infinite mass. ``count`` copies of one pair have the
     binomial losses :math:`(2j - m)\epsilon`, :math:`j = 0..m`."""
+    from scipy.stats import binom  # SciPy's statistics take about a second to import: only here
+
     shifts, weights = np.zeros(1), np.ones(1)
     finite = 1.0
     for eps, delta, count in pairs:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 
 from .validation import check_epsilon, check_probability
@@ -44,6 +43,8 @@ def truth_probability(*, epsilon: float | None = None, flip_probability: float |
                              "true bit rounds to 1 in float64 (no randomisation); use epsilon < 36")
         # the samplers draw with this float q exactly: round it down until q / (1 - q) <= e^epsilon holds
         # exactly (checked in 256-bit arithmetic), so the mechanism run is never above epsilon
+        import mpmath  # imported on the first calibration, not with the module
+
         with mpmath.workprec(256):
             bound = mpmath.exp(mpmath.mpf(eps))
             while mpmath.mpf(q) > bound * (1 - mpmath.mpf(q)):

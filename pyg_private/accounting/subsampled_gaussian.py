@@ -13,7 +13,6 @@ import functools
 import math
 
 import numpy as np
-from opacus.accountants.analysis.rdp import compute_rdp
 
 from .validation import check_positive, check_positive_int, check_probability
 
@@ -49,6 +48,8 @@ def subsampled_gaussian_rdp(
 def _one_step_rdp(q: float, sigma: float, orders: tuple[float, ...]) -> np.ndarray:
     """One step's RDP at ``orders`` (cached: the calibrations evaluate the same curve many times;
     read-only)."""
+    from opacus.accountants.analysis.rdp import compute_rdp  # Opacus is imported on the first curve computed
+
     with np.errstate(all="ignore"):
         vals = np.asarray(compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(orders)), dtype=np.float64)
     vals.setflags(write=False)

@@ -1,13 +1,13 @@
 """How noisy components hand their events to an (optional) accountant."""
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from .errors import UntrackedPrivacyWarning
 from .events import PrivacyEvent
-from .opacus_checks import refuse_release_inside_opacus
 
 if TYPE_CHECKING:
     from .accountant import PrivacyAccountant
@@ -36,7 +36,12 @@ def charge(accountant: "PrivacyAccountant | None", event: PrivacyEvent, owner: o
     (:class:`~pyg_private.accounting.PersistentPrivacyAccountant`): checked and recorded in the same
     transaction. Other accountants ignore it (the guard then lives in the owner's memory).
     """
-    refuse_release_inside_opacus(owner)
+    # no model can be under Opacus' make_private before Opacus is imported: the check (and its module,
+    # which imports Opacus) only where Opacus has been imported
+    if sys.modules.get("opacus") is not None:
+        from .opacus_checks import refuse_release_inside_opacus
+
+        refuse_release_inside_opacus(owner)
     if accountant is not None:
         if claim is not None and getattr(accountant, "records_releases", False):
             return accountant.register(event, claim=claim)

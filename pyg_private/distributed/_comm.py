@@ -16,7 +16,6 @@ import torch
 from torch import Tensor
 
 from ..accounting.errors import PrivacyBudgetExceeded
-from ..accounting.opacus_checks import ReleaseInsideDPSGDError
 
 __all__ = ["GroupInfo", "require_group", "all_gather_bytes", "broadcast_bytes", "agree", "raise_agreed",
            "Layout", "all_gather_rows"]
@@ -32,10 +31,18 @@ def _gather_into(output: Tensor, tensor: Tensor, group: Any) -> None:
     gather(output, tensor, group=group)
 
 
-#: Exception types that cross process boundaries by name (anything else arrives as ``RuntimeError``).
+#: Exception types that cross process boundaries by name (anything else arrives as ``RuntimeError``);
+#: also ``ReleaseInsideDPSGDError``, resolved by :func:`_error_type` (its module imports Opacus).
 _TYPES: dict[str, type[Exception]] = {"ValueError": ValueError, "TypeError": TypeError,
-                                      "PrivacyBudgetExceeded": PrivacyBudgetExceeded,
-                                      "ReleaseInsideDPSGDError": ReleaseInsideDPSGDError}
+                                      "PrivacyBudgetExceeded": PrivacyBudgetExceeded}
+
+
+def _error_type(name: str) -> type[Exception]:
+    if name == "ReleaseInsideDPSGDError":  # a subclass of Opacus' UnsupportedModuleError: Opacus imported here
+        from ..accounting.opacus_checks import ReleaseInsideDPSGDError
+
+        return ReleaseInsideDPSGDError
+    return _TYPES.get(name, RuntimeError)
 
 
 class GroupInfo(NamedTuple):
@@ -123,7 +130,7 @@ def raise_agreed(errors: Sequence[Optional[list[str]]], info: GroupInfo, local: 
     failed = [(r, e) for r, e in enumerate(errors) if e is not None]
     if not failed:
         return
-    kind = _TYPES.get(failed[0][1][0], RuntimeError)
+    kind = _error_type(failed[0][1][0])
     if len(failed) == info.world and len({msg for _, (_, msg) in failed}) == 1:
         lines = f"on every process: {failed[0][1][1]}"
     else:

@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-from scipy.special import gammainccinv, gammaincinv
 from torch import Tensor
 
 from ..accounting.validation import check_positive, check_positive_int
@@ -75,6 +74,8 @@ def plan_coupled_objective_noise(dim: int, num_classes: int, beta: float,
     if not 0 < failure_probability < 1:
         raise ValueError(f"`failure_probability` must lie in (0, 1); got {failure_probability!r}")
     each = failure_probability / (2 * c)
+    from scipy.special import gammainccinv, gammaincinv  # SciPy is imported on first use, not with the package
+
     radius = float(gammainccinv(d, each)) / b  # P(Gamma(d, 1) > A beta) = each
     tau = math.sqrt(2.0 * float(gammaincinv(0.5 * d, each)))  # P(chi^2_d < tau^2) = each
     if not (math.isfinite(radius) and tau > 0):

@@ -10,15 +10,17 @@ on a tie (probability :math:`2^{-63}`), keeps comparing further words with furth
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
-import mpmath
 import torch
 from torch import Tensor
 
 from ..sampling.bernoulli import exact_bernoulli
 from ..sampling.tables import mp_context
 from ..sampling.words import WORD_BITS, RandomSource
+
+if TYPE_CHECKING:
+    import mpmath
 
 __all__ = ["exact_probability", "bernoulli", "uniform_int"]
 
@@ -31,7 +33,7 @@ def exact_probability(formula: Callable[[object], object]) -> "mpmath.mpf":
     ctx = mp_context()
     p = ctx.mpf(formula(ctx))
     if not (0 <= p <= 1):
-        raise ValueError(f"a probability must lie in [0, 1]; got {mpmath.nstr(p, 10)}")
+        raise ValueError(f"a probability must lie in [0, 1]; got {ctx.nstr(p, 10)}")
     return p
 
 

@@ -108,9 +108,8 @@ import functools
 import math
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
-import mpmath
 import torch
 from torch import Tensor
 
@@ -121,6 +120,9 @@ from ..sampling.bernoulli import exact_bernoulli
 from ..sampling.grid import check_granularity
 from ..sampling.tables import mp_context
 from ..sampling.words import WORD_BITS, RandomSource, resolve_secure_mode
+
+if TYPE_CHECKING:  # the 256-bit numbers of the annotations; mpmath is imported where they are computed
+    import mpmath
 
 __all__ = [
     "SquareWaveParams",

@@ -1,7 +1,6 @@
 """ROC-AUC of a score against binary labels, from SciPy's Mann-Whitney U statistic."""
 from __future__ import annotations
 
-from scipy.stats import mannwhitneyu
 from torch import Tensor
 
 __all__ = ["roc_auc"]
@@ -15,5 +14,7 @@ def roc_auc(scores: Tensor, labels: Tensor) -> float:
     npos, nneg = int(lab.sum()), int((~lab).sum())
     if npos == 0 or nneg == 0:
         raise ValueError("ROC-AUC needs both positive and negative labels")
+    from scipy.stats import mannwhitneyu  # SciPy's statistics take about a second to import: on first use only
+
     return float(mannwhitneyu(s[lab], s[~lab], alternative="two-sided", method="asymptotic").statistic
                  / (npos * nneg))

@@ -73,7 +73,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
-from ..accounting import PrivacyAccountant, compose, dp_sgd_noise_multiplier, subsampled_gaussian_event
+from ..accounting import PrivacyAccountant, compose, subsampled_gaussian_event
 from ..accounting.mechanism_events import pure_dp_event
 from ..accounting.validation import check_delta
 from ..metrics import hits_at_k, mean_reciprocal_rank, roc_auc
@@ -411,6 +411,8 @@ def _dp_sgd_plan(rule: LinkSplitRule, num_edges: int, config: LinkPredictionConf
 def _calibrate(epsilon: float, delta: float, rate: float, steps: int, acct: PrivacyAccountant) -> float:
     """The noise multiplier whose run of ``steps`` steps, alone, costs at most ``(epsilon, delta)``
     by the ledger's own composition of the event that will be charged."""
+    from ..accounting.opacus_bridge import dp_sgd_noise_multiplier  # imports Opacus: on the first calibration
+
     scratch = PrivacyAccountant(conversion=acct.conversion, pld=acct.pld)
     sigma = dp_sgd_noise_multiplier(scratch, target_epsilon=epsilon, target_delta=delta, sample_rate=rate,
                                     steps=steps, unit="edge", name="link_decoder")

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import trange
 
-from ..accounting import OpacusAccountant, PrivacyAccountant, Unit
+from ..accounting import PrivacyAccountant, Unit
 
 __all__ = ["fit_full_batch", "fit_dp_sgd", "release_opacus_state", "predict", "accuracy"]
 
@@ -87,6 +87,8 @@ def fit_dp_sgd(model: nn.Module, x: Tensor, y: Tensor, mask: Tensor, *, noise_mu
     from opacus import PrivacyEngine  # imported here: Opacus is heavy and only DP-SGD needs it
     from opacus.data_loader import DPDataLoader
     from torch.utils.data import TensorDataset
+
+    from ..accounting.opacus_bridge import OpacusAccountant
 
     mask = _check(x, y, mask)
     present = int(mask.sum())

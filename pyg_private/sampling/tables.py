@@ -40,7 +40,6 @@ import functools
 import math
 from typing import Literal
 
-import mpmath
 import torch
 from torch import Tensor
 
@@ -70,6 +69,8 @@ KINDS = tuple(_TAILS)
 
 def mp_context(prec: int = _PREC):
     """A fresh ``mpmath`` context of ``prec`` bits (256 by default: the tables and every exact comparison)."""
+    import mpmath  # here, not with the module: the tables are built on the first noise drawn
+
     ctx = mpmath.MPContext()
     ctx.prec = prec
     return ctx

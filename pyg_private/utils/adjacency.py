@@ -9,11 +9,18 @@ import torch
 from torch import Tensor
 from torch_geometric.typing import SparseTensor
 
-from .._native import load_native
+from .._native import native_attribute
 from .graph_validation import adjacency_to_edge_index, simple_undirected
 
-# the one-pass canonical-form check in C (optional: built at installation where a C compiler exists)
-_native_check = load_native("utils._graph_check_native")
+# the one-pass canonical-form check in C (optional: built at installation where a C compiler exists), the
+# module attribute ``_native_check``, loaded on first access (PEP 562; ``None`` where not built)
+_NATIVE_CHECK = "utils._graph_check_native"
+
+
+def __getattr__(name: str):
+    if name == "_native_check":
+        return native_attribute(globals(), name, _NATIVE_CHECK)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "validated_csr",
            "normalized_adjacency_csr",
@@ -109,15 +116,16 @@ def simple_undirected_csr(adj: object, num_nodes: int, *, block_entries: int = _
     if value is not None and not all(bool((value[a:a + block_entries] == 1).all())
                                      for a in range(0, nnz, block_entries)):
         return None
+    check = native_attribute(globals(), "_native_check", _NATIVE_CHECK)
     if native is None:
-        native = _native_check is not None
-    if native and _native_check is None:
+        native = check is not None
+    if native and check is None:
         raise RuntimeError("the C graph check is not built (pyg_private.utils._graph_check_native)")
     if (native and crow.device.type == "cpu" and crow.dtype in (torch.int32, torch.int64)
             and col.dtype in (torch.int32, torch.int64)):
         crow_c, col_c = crow.contiguous(), col.contiguous()  # crow checked nondecreasing above
-        if not _native_check.simple_symmetric(crow_c.data_ptr(), col_c.data_ptr(), n, crow_c.element_size() * 8,
-                                              col_c.element_size() * 8):
+        if not check.simple_symmetric(crow_c.data_ptr(), col_c.data_ptr(), n, crow_c.element_size() * 8,
+                                      col_c.element_size() * 8):
             return None
         return _as_index(crow, index_dtype), _as_index(col, index_dtype)
     if int(col.min()) < 0 or int(col.max()) >= n:

@@ -37,11 +37,22 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .._native import load_native
+from .._native import native_attribute
 from ..sampling.threads import run_tasks
 
-# the AVX2 kernels (optional: built at installation where a C compiler exists)
-_native = load_native("utils._csr_product_native")
+# the AVX2 kernels (optional: built at installation where a C compiler exists), the module attribute
+# ``_native``, loaded on first access (PEP 562; ``None`` where not built)
+_NATIVE = "utils._csr_product_native"
+
+
+def __getattr__(name: str):
+    if name == "_native":
+        return native_attribute(globals(), name, _NATIVE)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _kernels():
+    return native_attribute(globals(), "_native", _NATIVE)
 
 __all__ = ["CsrProduct", "csr_product_available", "reference_csr_product", "summation_error_bound",
            "clamp_and_scale_rows", "with_int32_indices", "unit_values"]
@@ -52,7 +63,8 @@ _MIN_ENTRIES_PER_THREAD = 1 << 16
 
 def csr_product_available() -> bool:
     """Whether the C kernels are installed and this CPU runs them (AVX2)."""
-    return _native is not None and bool(_native.available())
+    kernels = _kernels()
+    return kernels is not None and bool(kernels.available())
 
 
 def unit_values(nnz: int, dtype: torch.dtype = torch.float64, device: Optional[torch.device] = None) -> Tensor:
@@ -149,14 +161,16 @@ class CsrProduct:
         bits = 64 if x.dtype == torch.float64 else 32
         ranges = self._row_ranges(crow, torch.get_num_threads())
 
+        kernels = _kernels()
+
         def task(k: int) -> None:
             r0, r1 = ranges[k]
             args = (crow.data_ptr() + 4 * r0, kadj.col_indices().data_ptr(), values, x.data_ptr(),
                     out.data_ptr() + item * r0 * width, r1 - r0, width, bits)
             if add is None:
-                _native.csr_product(*args)
+                kernels.csr_product(*args)
             else:
-                _native.csr_product(*args, add.data_ptr() + item * r0 * width, scale)
+                kernels.csr_product(*args, add.data_ptr() + item * r0 * width, scale)
 
         run_tasks(task, len(ranges), out.device)
 
@@ -316,8 +330,8 @@ def clamp_and_scale_rows(s: Tensor, upper: Tensor, weight: Tensor, xc: Tensor, s
             and tuple(upper.shape) == tuple(weight.shape) == (s.size(0), 1)
             and tuple(xc.shape) == tuple(scaled.shape) == tuple(s.shape)
             and len({t.untyped_storage().data_ptr() for t in (s, xc, scaled)}) == 3):
-        _native.clamp_scale(s.data_ptr(), upper.data_ptr(), weight.data_ptr(), xc.data_ptr(), scaled.data_ptr(),
-                            s.size(0), s.size(1))
+        _kernels().clamp_scale(s.data_ptr(), upper.data_ptr(), weight.data_ptr(), xc.data_ptr(), scaled.data_ptr(),
+                               s.size(0), s.size(1))
         return
     torch.clamp(s, min=s.new_zeros(()), max=upper, out=xc)
     torch.mul(xc, weight, out=scaled)

@@ -25,14 +25,31 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from ..._native import load_native
+from ..._native import native_attribute
 from ..words import WORD_BITS
 from .interface import Backend
 
 __all__ = ["available", "grid_step_available", "native_first_pass", "native_grid_first_pass", "grid_step", "BACKEND"]
 
-_first_pass_native = load_native("sampling.backends._first_pass_native")
-_grid_step_native = load_native("sampling.backends._grid_step_native")
+#: The extensions, module attributes ``_first_pass_native`` and ``_grid_step_native`` (``None`` where not
+#: built), loaded on first access (PEP 562): importing this module loads no shared library.
+_EXTENSIONS = {"_first_pass_native": "sampling.backends._first_pass_native",
+               "_grid_step_native": "sampling.backends._grid_step_native"}
+
+
+def __getattr__(name: str):
+    if name in _EXTENSIONS:
+        return native_attribute(globals(), name, _EXTENSIONS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _first_pass_ext():
+    return native_attribute(globals(), "_first_pass_native", _EXTENSIONS["_first_pass_native"])
+
+
+def _grid_step_ext():
+    return native_attribute(globals(), "_grid_step_native", _EXTENSIONS["_grid_step_native"])
+
 #: Whether the fused grid pass may use its AVX-512 loop where the CPU has it (the same results as its
 #: scalar loop; the tests switch it off to compare the two).
 _GRID_SIMD = True
@@ -41,12 +58,12 @@ _GRID_SIMD = True
 def available() -> bool:
     """Whether the fused C first pass (``_first_pass_native``) is installed; without it the same
     integer computation runs as torch operations."""
-    return _first_pass_native is not None
+    return _first_pass_ext() is not None
 
 
 def grid_step_available() -> bool:
     """Whether the C grid step (``_grid_step_native``) is installed."""
-    return _grid_step_native is not None
+    return _grid_step_ext() is not None
 
 
 def _check(name: str, n: int, *tensors: Tensor) -> None:
@@ -65,14 +82,15 @@ def native_first_pass(words: Sequence[Tensor], offset: Tensor, bits: Tensor, out
     n = out.numel()
     _check("first pass", n, words[0], out, flagged)
     slot_shift = WORD_BITS - t.slot_bits
+    ext = _first_pass_ext()
     if t.words_per_sample == 1:
-        return _first_pass_native.first_pass_packed(words[0].data_ptr(), n, out.data_ptr(), flagged.data_ptr(), start,
-                                                    tables["split_high"].data_ptr(), tables["packed3"].data_ptr(),
-                                                    slot_shift, t.low_shift, t.accept_bits, t.w - 1)
-    return _first_pass_native.first_pass_split(words[0].data_ptr(), offset.data_ptr(), bits.data_ptr(), n,
-                                               out.data_ptr(), flagged.data_ptr(), start,
-                                               tables["split_high"].data_ptr(), tables["base3"].data_ptr(),
-                                               tables["cheap3"].data_ptr(), slot_shift, t.low_shift)
+        return ext.first_pass_packed(words[0].data_ptr(), n, out.data_ptr(), flagged.data_ptr(), start,
+                                     tables["split_high"].data_ptr(), tables["packed3"].data_ptr(),
+                                     slot_shift, t.low_shift, t.accept_bits, t.w - 1)
+    return ext.first_pass_split(words[0].data_ptr(), offset.data_ptr(), bits.data_ptr(), n,
+                                out.data_ptr(), flagged.data_ptr(), start,
+                                tables["split_high"].data_ptr(), tables["base3"].data_ptr(),
+                                tables["cheap3"].data_ptr(), slot_shift, t.low_shift)
 
 
 def native_grid_first_pass(words: Sequence[Tensor], values: Tensor, step: tuple[float, float, float], index: Tensor,
@@ -84,7 +102,7 @@ def native_grid_first_pass(words: Sequence[Tensor], values: Tensor, step: tuple[
     m = values.numel()
     per = t.words_per_sample
     table1, table2 = (tables["packed3"], None) if per == 1 else (tables["base3"], tables["cheap3"])
-    return _grid_step_native.grid_first_pass(
+    return _grid_step_ext().grid_first_pass(
         words[0].data_ptr(), 0 if per == 1 else words[1].data_ptr(), m, values.data_ptr(),
         64 if values.dtype == torch.float64 else 32, step[0], step[1], step[2], index.data_ptr(), kept.data_ptr(),
         start, tables["split_high"].data_ptr(), table1.data_ptr(), 0 if table2 is None else table2.data_ptr(),
@@ -94,8 +112,8 @@ def native_grid_first_pass(words: Sequence[Tensor], values: Tensor, step: tuple[
 def grid_step(values: Tensor, noise: Tensor, scale: float, granularity: float, clamp: float) -> None:
     """``values <- g * (clamp(round(values * scale), -L, L) + noise)`` in one C loop (contiguous
     float32/float64 CPU ``values``, contiguous int64 CPU ``noise`` of the same size; the caller checks)."""
-    _grid_step_native.grid_step(values.data_ptr(), noise.data_ptr(), values.numel(),
-                                64 if values.dtype == torch.float64 else 32, scale, granularity, clamp)
+    _grid_step_ext().grid_step(values.data_ptr(), noise.data_ptr(), values.numel(),
+                               64 if values.dtype == torch.float64 else 32, scale, granularity, clamp)
 
 
 class NativeC(Backend):
@@ -105,7 +123,7 @@ class NativeC(Backend):
     devices = {"cpu"}
 
     def available(self) -> bool:
-        return _first_pass_native is not None
+        return _first_pass_ext() is not None
 
     def scratch(self, size: int, device: torch.device, grid: bool) -> list[Tensor]:
         # grid: the flagged indices and their rounded values; else the offsets, the bits, the flagged indices
@@ -121,7 +139,7 @@ class NativeC(Backend):
         return flagged[:native_first_pass(words, offset, bits, out, flagged, 0, tables, table)]
 
     def fuses_grid(self, table, dtype: torch.dtype, granularity: float) -> bool:
-        return (_grid_step_native is not None and table.words_per_sample <= 2
+        return (_grid_step_ext() is not None and table.words_per_sample <= 2
                 and dtype in (torch.float32, torch.float64) and 2.0 ** -100 <= granularity <= 2.0 ** 100)
 
     def grid_first_pass(self, table, tables: dict[str, Tensor], words: Sequence[Tensor], values: Tensor,

@@ -8,9 +8,10 @@ pool), at about 1 ns a 63-bit word here against 13 to 20 ns for :func:`os.urando
 :class:`_ChaCha20Stream` draws a 256-bit key and a 96-bit nonce from :func:`os.urandom` (the nonce
 first), starts the block counter at 0, and draws a new key and nonce after :data:`_REKEY_BYTES`
 bytes, long before the 32-bit block counter wraps. The cipher comes from the ``cryptography``
-package's OpenSSL binding (:data:`Cipher` is ``None`` without it; the sources then read
-:func:`os.urandom`). :mod:`~pyg_private.sampling.words.chacha20_device` computes the same keystream
-on a device, bit for bit, re-keying at the same byte.
+package's OpenSSL binding, imported on the first stream or availability check, not with this
+module (:data:`Cipher` is ``None`` without it; the sources then read :func:`os.urandom`).
+:mod:`~pyg_private.sampling.words.chacha20_device` computes the same keystream on a device, bit for
+bit, re-keying at the same byte.
 """
 from __future__ import annotations
 
@@ -18,12 +19,29 @@ import os
 
 import numpy as np
 
-try:  # ChaCha20 from OpenSSL: the fast secure stream (optional; os.urandom otherwise)
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
-except ImportError:  # pragma: no cover - depends on the installation
-    Cipher = algorithms = None
-
 __all__ = ["secure_stream_available"]
+
+
+def _cipher() -> tuple:
+    """``(Cipher, algorithms)``: the module attributes, set from ``cryptography`` on the first call
+    (``None`` without it); later calls, and a test that patches them, read the attributes."""
+    namespace = globals()
+    if "Cipher" not in namespace:
+        try:  # ChaCha20 from OpenSSL: the fast secure stream (optional; os.urandom otherwise)
+            from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+        except ImportError:  # pragma: no cover - depends on the installation
+            Cipher = algorithms = None
+        namespace.setdefault("algorithms", algorithms)
+        namespace.setdefault("Cipher", Cipher)
+    return namespace["Cipher"], namespace["algorithms"]
+
+
+def __getattr__(name: str):
+    # ``Cipher`` and ``algorithms`` are resolved on first access (PEP 562)
+    if name in ("Cipher", "algorithms"):
+        return _cipher()[name == "algorithms"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _ZEROS = bytes(1 << 20)  # the plaintext of the keystream, fed in pieces of at most 1 MiB
 #: Bytes of keystream under one key: a fresh key long before ChaCha20's 32-bit block counter (2^38
@@ -40,8 +58,9 @@ class _ChaCha20Stream:
         self._rekey()
 
     def _rekey(self) -> None:
+        cipher, algorithms = _cipher()
         nonce = bytes(4) + os.urandom(12)  # 32-bit block counter 0, then the 96-bit nonce (RFC 8439)
-        self._encryptor = Cipher(algorithms.ChaCha20(os.urandom(32), nonce), mode=None).encryptor()
+        self._encryptor = cipher(algorithms.ChaCha20(os.urandom(32), nonce), mode=None).encryptor()
         self._left = _REKEY_BYTES
 
     def fill(self, out: np.ndarray) -> None:
@@ -60,4 +79,4 @@ class _ChaCha20Stream:
 def secure_stream_available() -> bool:
     """Whether ``secure_mode`` uses the ChaCha20 stream (the ``cryptography`` package is installed);
     otherwise it reads every word from :func:`os.urandom` (secure too, 10-20x slower)."""
-    return Cipher is not None
+    return _cipher()[0] is not None
