@@ -71,7 +71,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
-from ..accounting import PrivacyAccountant, PrivacyEvent, dp_sgd_noise_multiplier, subsampled_gaussian_event
+from ..accounting import PrivacyAccountant, PrivacyEvent, subsampled_gaussian_event
 from ..accounting.units import Unit
 from ..accounting.validation import check_delta, check_epsilon, check_positive, check_positive_int
 from ..nn._grid_gaussian import add_grid_gaussian_, plan_grid
@@ -167,6 +167,8 @@ def _fresh_noise_multiplier(eps: float, delta: float, sample_rate: float, steps:
 
 def _noise_multiplier(eps: float, delta: float, sample_rate: float, steps: int, acct: PrivacyAccountant,
                       where: Optional[tuple], name: str, rtol: float) -> float:
+    from ..accounting.opacus_bridge import dp_sgd_noise_multiplier  # Opacus: loaded on first use
+
     sigma = dp_sgd_noise_multiplier(acct, target_epsilon=eps, target_delta=delta, sample_rate=sample_rate,
                                     steps=steps, unit=Unit.GRAPH, name=name, rtol=rtol, partition=where)
     limits = [(eps, delta)] + ([acct.budget[Unit.GRAPH]] if Unit.GRAPH in acct.budget else [])
