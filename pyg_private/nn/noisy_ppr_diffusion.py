@@ -23,7 +23,7 @@ from ..utils.adjacency import _csr as csr_matrix
 from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, unit_values, with_int32_indices
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index, seed_matrix
-from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
+from ._call_checks import reject_bipartite, reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -405,6 +405,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             out (Tensor, optional): a floating ``[N, C]`` tensor the release is written into and
                 returned (``column_block`` only).
         """
+        reject_bipartite("NoisyPPRDiffusion", x, edge_index)
         reject_edge_weight("NoisyPPRDiffusion", "seed_index", seed_index, "integer seed node ids")
         reject_grad_input("NoisyPPRDiffusion", x, self.training)
         if out is not None and self.column_block is None:
