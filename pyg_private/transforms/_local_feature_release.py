@@ -128,8 +128,15 @@ def _per_type_init(init: Any) -> Any:
             return init(self, *args, **kwargs)
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        arguments.pop("self")
+        arguments = {}
+        for key, value in bound.arguments.items():
+            kind = signature.parameters[key].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                raise TypeError(f"{type(self).__name__}: unexpected positional arguments {value!r}")
+            elif key != "self":
+                arguments[key] = value
         per_type = {k: v for k, v in arguments.items() if k in PER_TYPE_ARGUMENTS and isinstance(v, Mapping)}
         shared = {k: v for k, v in arguments.items() if k not in ("accountant", "generator")}
         self.__dict__["_arguments"] = shared
@@ -314,7 +321,7 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
     # ------------------------------------------------------------- the input
     def _features(self, data: Data) -> Tensor:
         if not isinstance(data, Data):
-            raise TypeError(f"{type(self).__name__} takes a torch_geometric.data.Data; got {type(data).__name__}")
+            raise TypeError(f"{type(self).__name__} takes a torch_geometric.data.Data or HeteroData; got {type(data).__name__}")
         if self.attr not in data:
             raise ValueError(f"the data have no attribute `{self.attr}` to perturb")
         x = data[self.attr]
