@@ -205,6 +205,13 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         grid_tolerance (float): bound on the grid's sensitivity inflation, relative to
             :math:`\Delta`. (default: :math:`2^{-16}`)
 
+    **Heterogeneous graphs.** A relation within one node type (``HeteroConv`` and ``to_hetero`` pass
+    it as a single ``x``) is a square graph like any other. A bipartite relation (``x = (x_src,
+    x_dst)``, or a non-square ``EdgeIndex`` or sparse adjacency) is refused with the reason before
+    anything is charged: the guarantee is for hops of one square adjacency iterated on one node set,
+    and a second hop of a bipartite relation is not defined. Use :class:`GAPAggregation` per
+    bipartite relation.
+
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index``
           :math:`(2, |\mathcal{E}|)` (or ``SparseTensor`` / ``torch.sparse``), optional

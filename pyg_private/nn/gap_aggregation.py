@@ -73,6 +73,26 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
     ``noise_multiplier=0`` is the non-private reference (no noise, nothing charged, no
     accountant accepted).
 
+    **Bipartite relations** (heterogeneous graphs: ``HeteroConv`` and ``to_hetero`` call the layer
+    with ``x = (x_src, x_dst)`` for an edge type between two node types). One hop, sum aggregation
+    of the unit source rows at the destinations, noise at the destinations:
+
+    .. math::
+        \mathbf{X}_{dst}^{(1)} = \mathrm{normalize}\big(\mathbf{A}\,\mathrm{normalize}(\mathbf{X}_{src})
+        + \mathbf{Z}\big), \qquad \mathbf{A} \in \{0, 1\}^{N_{dst} \times N_{src}},
+
+    returned as :math:`[\mathrm{normalize}(\mathbf{X}_{dst}) \,\|\, \mathbf{X}_{dst}^{(1)}]`. The unit is
+    one edge of the relation: an edge :math:`(s, d)` moves row :math:`d` only, by the unit row
+    :math:`\mathbf{x}_s`, so :math:`\Delta = 1` (:func:`bipartite_sensitivity`; :math:`\sqrt2` when the
+    two node sets have the same public size, which covers a relation within one node type passed as a
+    pair), and one forward is a :math:`\mu = 1/\sigma`-GDP event (the noise std is :math:`\sigma\Delta`).
+    ``K`` must be 1 (a second hop of a bipartite relation is not defined: stack releases across
+    relations instead). The graph is an ``edge_index`` ``[2, E]`` (sources in row 0), an ``EdgeIndex``
+    of sparse size ``(N_src, N_dst)``, or the transposed adjacency ``adj_t`` ``[N_dst, N_src]`` as a
+    ``SparseTensor`` or ``torch.sparse`` matrix, unweighted, each edge once; the sizes come from
+    ``x_src`` and ``x_dst``. How the releases on the relations of one forward compose (sequentially
+    within a node-type pair, in parallel across pairs) is :func:`~pyg_private.nn.compose_relations`'s.
+
     **No declared bound.** :math:`\Delta = \sqrt2` holds for every graph (sum aggregation of
     unit rows), so nothing is declared or checked. The node count, hence the output's shape,
     comes from ``x``: an ``edge_index`` id ``>= x.size(0)`` or a sparse adjacency of another
@@ -132,8 +152,9 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
             :math:`\Delta`. (default: :math:`2^{-16}`)
 
     Shapes:
-        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
-        - **output:** :math:`(|\mathcal{V}|, (K + 1) F)`
+        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency);
+          bipartite: :math:`((|\mathcal{V}_{src}|, F_{src}), (|\mathcal{V}_{dst}|, F_{dst}))`
+        - **output:** :math:`(|\mathcal{V}|, (K + 1) F)`; bipartite: :math:`(|\mathcal{V}_{dst}|, F_{dst} + F_{src})`
     """
 
     def __init__(self, K: int = 1, *, noise_multiplier: Optional[float] = None, epsilon: Optional[float] = None,

@@ -220,6 +220,13 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             With a seeded ``generator`` the noise is drawn in another order than without blocks.
             (default: :obj:`None`, all columns at once)
 
+    **Heterogeneous graphs.** A relation within one node type (``HeteroConv`` and ``to_hetero`` pass
+    it as a single ``x``) is a square graph like any other. A bipartite relation (``x = (x_src,
+    x_dst)``, or a non-square ``EdgeIndex`` or sparse adjacency) is refused with the reason before
+    anything is charged: the guarantee is for hops of one square adjacency iterated on one node set,
+    and a second hop of a bipartite relation is not defined. Use :class:`GAPAggregation` per
+    bipartite relation.
+
     Shapes:
         - **input:** signals :math:`(|\mathcal{V}|, C)` (non-negative) or
           ``seed_index`` :math:`(C,)` with ``num_nodes`` :math:`|\mathcal{V}|`;

@@ -141,6 +141,11 @@ class PerturbedAPPRConv(SparsePropagation):
     process) shares the accountant and *shares* the cached propagation with the original instead of
     duplicating it; a pickle of the copy drops it likewise.
 
+    **Heterogeneous graphs.** A relation within one node type is a square graph like any other; a
+    bipartite relation (``x = (x_src, x_dst)``, or a non-square ``EdgeIndex`` or sparse adjacency)
+    is refused with the reason before anything is charged: the APPR propagation and its sensitivity
+    (Theorem 1) are for one square adjacency iterated on one node set.
+
     Args:
         in_channels (int): width :math:`d_1` of the (encoded, unit-ball) features.
         out_channels (int): number of classes :math:`c`.

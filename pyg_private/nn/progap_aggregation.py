@@ -76,6 +76,12 @@ class ProGAPAggregation(GAPAggregation):
     :math:`\mathrm{normalize}(\mathbf{H})`, which is recomputed from the caller's ``x``: only the noisy
     aggregation :math:`\tilde{\mathbf{A}}` is stored.
 
+    **Bipartite relations** (edge level only): ``x = (x_src, x_dst)`` releases
+    :math:`[\mathrm{normalize}(\mathbf{X}_{dst}) \,\|\, \mathbf{A}\,\mathrm{normalize}(\mathbf{X}_{src}) + \mathbf{Z}]`
+    with :math:`\Delta = 1` per edge of the relation, as :class:`GAPAggregation` does (its notes).
+    At node level a bipartite relation is refused before any charge: a node removed from a
+    heterogeneous graph takes its edges of every relation with it.
+
     Noise, caching, saving and the module protocols are those of :class:`GAPAggregation`
     (``sampler="safe"``: the rounded sum plus exact rounded Gaussian noise on a power-of-two grid,
     the inflated sensitivity charged).
@@ -91,7 +97,8 @@ class ProGAPAggregation(GAPAggregation):
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
-        - **output:** :math:`(|\mathcal{V}|, 2F)`
+        - **output:** :math:`(|\mathcal{V}|, 2F)`; bipartite (edge level):
+          :math:`(|\mathcal{V}_{dst}|, F_{dst} + F_{src})`
     """
 
     def __init__(self, *, level: str = "edge", max_degree: Optional[int] = None, num_nodes: Optional[int] = None,

@@ -89,6 +89,19 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
     both and charges every call. (DataLoader workers hold copies of the transform: the
     fingerprint guard is per process.)
 
+    **Heterogeneous graphs.** On a ``HeteroData`` every edge type is randomised: a relation within
+    one node type over its :math:`n(n-1)/2` undirected pairs as above, a relation between two node
+    types over its :math:`n_{src} n_{dst}` (directed) pairs (:func:`~pyg_private.mechanisms.flip_bipartite_edges`),
+    each node type's count declared (``x`` or ``num_nodes``). The unit is one edge of one relation.
+    Relations between the same unordered pair of node types may hold the same edge (a relation and
+    the reverse ``T.ToUndirected`` adds), so they compose sequentially; relations of different pairs
+    hold disjoint edges and compose in parallel (:func:`~pyg_private.nn.relation_parts`). One call
+    registers **one** event before any bit is drawn: randomized response composed :math:`m` times,
+    :math:`m` the most relations of one node-type pair (pure :math:`m\epsilon`). Randomise before
+    ``T.ToUndirected`` (the reverses are then post-processing, :math:`m = 1`). ``max_edges`` bounds
+    the expected flipped-in edges summed over the relations; ``keep_nodes`` and data carrying
+    derived relations (``T.AddMetaPaths``' ``metapath_dict``) are refused.
+
     Args:
         epsilon (float, optional): pure epsilon per edge, :math:`q = e^\epsilon/(1+e^\epsilon)`.
         delta (float, optional): with ``epsilon``: the largest :math:`q` whose RR curve
