@@ -258,7 +258,8 @@ def main() -> None:
             hops = compose_relations(PrivateHops(sigma, acct if sigma > 0 else None, gen if sigma > 0 else None))
             with torch.no_grad():
                 released = hops(x_dict, d.edge_index_dict)  # charged once; cached in the layers
-            feats = torch.cat([x_dict["item"], released], dim=-1)  # the public embedding and the release
+            # GAP's classification module: the unit embedding and the released blocks, all on one scale
+            feats = torch.cat([F.normalize(x_dict["item"], dim=-1), released], dim=-1)
             torch.manual_seed(seed)
             head = MLP([feats.size(1), 64, num_classes], dropout=0.5, norm=None)
             def head_forward(train):

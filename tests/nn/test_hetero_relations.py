@@ -90,7 +90,10 @@ def test_one_event_per_release_cached_and_restored_without_a_new_charge():
     assert event.mu == pytest.approx(1 / layer.noise_multiplier)
     assert acct.epsilon("edge", DELTA) == pytest.approx(1.0, rel=1e-6)
     assert torch.equal(layer(x, ei), first) and len(acct.events) == 1  # cached: no new charge
-    for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+    pickled = pickle.loads(pickle.dumps(layer))
+    assert pickled._cache.private is None and pickled._cache.public is None  # the relation's CSR is not pickled
+    assert pickled._cache.release.shape == (x[1].size(0), x[0].size(1))  # the noisy block only, no normalize(x_dst)
+    for twin in (copy.deepcopy(layer), pickled):
         assert torch.equal(twin(x, ei), first) and len(acct.events) == 1
     fresh = GAPAggregation(1, epsilon=1.0, delta=DELTA, accountant=acct)
     buf = io.BytesIO()
@@ -378,3 +381,22 @@ def test_relation_parts_group_reverse_relations_whatever_their_names():
     parts = relation_parts(ets)
     assert list(parts.values()) == [[ets[0], ets[1]], [ets[2]], [ets[3]]]
     assert relation_part(("x", "r", "y")) != relation_part(("x--y", "r", "x"))
+
+
+def test_sparse_tensor_adj_t_gives_the_same_release():
+    torch_sparse = pytest.importorskip("torch_sparse")
+    d = small_hetero(13)
+    x = (d["user"].x, d["item"].x)
+    ei = d["user", "buys", "item"].edge_index
+    adj_t = torch_sparse.SparseTensor(row=ei[1], col=ei[0], sparse_sizes=(x[1].size(0), x[0].size(0)))
+    outs = [GAPAggregation(1, noise_multiplier=0.5, generator=torch.Generator().manual_seed(3))(x, f)
+            for f in (ei, adj_t)]
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_to_hetero_keys_are_read_without_metadata_too():
+    d = _same_width(small_hetero(14))
+    model = compose_relations(to_hetero(Encoder(None), d.metadata()))
+    assert relation_of(model.agg.item__rev_buys__user) == ("item", "rev_buys", "user")
+    with pytest.raises(ValueError, match="composed already"):
+        compose_relations(model)
