@@ -27,7 +27,8 @@ whole model is ``sqrt(2)/sigma``-GDP, and sigma is calibrated to epsilon at ``de
 (``|E|``: the edges of both relations, counted once). The head (an MLP on the embedding and hop 2's
 release) trains on the cached release at no further cost.
 
-**Baselines**: the non-private ``to_hetero`` GraphSAGE (two layers, hidden 64, every relation) on
+**Baselines**: the non-private ``to_hetero`` GraphSAGE (a 64-wide input projection per node type,
+then two layers, hidden 64, every relation) on
 the same graph and features, the edge-free encoder itself (an MLP on the item features), and the
 private pipeline without noise. Test accuracy at the epoch of best validation accuracy; split 10% /
 10% / 80% of the labelled items, per seed. Every release is seeded (``--seeds``) for a reproducible
@@ -52,7 +53,7 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.transforms as T
 from torch_geometric.data import HeteroData
-from torch_geometric.nn import MLP, HeteroConv, SAGEConv, to_hetero
+from torch_geometric.nn import MLP, HeteroConv, Linear, SAGEConv, to_hetero
 
 from example_data import add_dataset_argument, file_stem, spec
 from example_io import CsvWriter, progress, say
@@ -148,12 +149,17 @@ class PrivateHops(torch.nn.Module):
 
 
 class SAGE(torch.nn.Module):
+    """GraphSAGE for ``to_hetero``: a per-type input projection (so that the messages are 64 wide),
+    then two ``SAGEConv`` layers."""
+
     def __init__(self, num_classes: int) -> None:
         super().__init__()
-        self.conv1 = SAGEConv((-1, -1), 64)
-        self.conv2 = SAGEConv((-1, -1), num_classes)
+        self.lin = Linear(-1, 64)
+        self.conv1 = SAGEConv(64, 64)
+        self.conv2 = SAGEConv(64, num_classes)
 
     def forward(self, x, edge_index):
+        x = self.lin(x).relu()
         x = F.dropout(self.conv1(x, edge_index).relu(), p=0.5, training=self.training)
         return self.conv2(x, edge_index)
 

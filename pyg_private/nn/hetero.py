@@ -38,7 +38,6 @@ for Gaussian releases.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from contextvars import ContextVar
 from typing import Any, Iterable, Optional, Sequence
@@ -54,7 +53,6 @@ EdgeType = tuple[str, str, str]
 _FORWARD: ContextVar[Optional[dict[int, Any]]] = ContextVar("pyg_private_relation_forward", default=None)
 _PARTS: ContextVar[tuple[Any, ...]] = ContextVar("pyg_private_relation_parts", default=())
 _OUTER: ContextVar[tuple[Any, ...]] = ContextVar("pyg_private_relation_outer", default=())
-_GROUPS = itertools.count()
 
 
 def _check_edge_type(edge_type: Any) -> EdgeType:
@@ -171,15 +169,20 @@ def _unit_of(module: torch.nn.Module) -> str:
 
 
 def _open_group(acct: Any) -> Any:
-    """Enter a new parallel group ``relations-<k>`` of ``acct`` (the first free name)."""
-    for _ in range(10_000):
-        scope = acct.parallel(f"relations-{next(_GROUPS)}")
+    """Enter a new parallel group ``relations-<k>`` of ``acct``, ``k`` the first free index."""
+    taken = set(acct.parallel_groups)
+    k = 0
+    for _ in range(100_000):
+        while f"relations-{k}" in taken:
+            k += 1
+        scope = acct.parallel(f"relations-{k}")
         try:
             scope.__enter__()
-        except ValueError as error:
-            if "cannot be reopened" in str(error) or "already open" in str(error) or "is closed" in str(error):
-                continue
-            raise
+        except ValueError as error:  # taken meanwhile (another thread): the next name
+            if "cannot be reopened" not in str(error):
+                raise
+            taken.add(f"relations-{k}")
+            continue
         return scope
     raise RuntimeError("no free parallel group name")  # pragma: no cover
 
