@@ -359,6 +359,57 @@ def progap_aggregation() -> Case:
     return Case({"edge": edge, "node": node, "accountant": acct}, refs)
 
 
+def _hetero_private():
+    """The private graph as one relation users -> items (each pair (u, v), u < v, as u -> v) and its
+    reverse (T.ToUndirected), users = the rows of X, items = X and one more row."""
+    from torch_geometric.data import HeteroData
+    import torch_geometric.transforms as T
+
+    d = HeteroData()
+    d["user"].x = X.clone().double()
+    d["item"].x = torch.cat([X, X[:1] + 1.0]).double()
+    d["user", "buys", "item"].edge_index = torch.tensor([[u for u, v in _PAIRS], [v for u, v in _PAIRS]])
+    return T.ToUndirected()(d)
+
+
+@scenario
+def gap_bipartite() -> Case:
+    from torch_geometric.nn import to_hetero
+
+    d = _hetero_private()
+    et = ("user", "buys", "item")
+    acct = PrivacyAccountant()
+    layer = pnn.ProGAPAggregation(noise_multiplier=1.0, accountant=acct, generator=_gen())
+    layer((d["user"].x, d["item"].x), d[et].edge_index)
+    refs = [pnn.ProGAPAggregation(noise_multiplier=0.0)((d["user"].x, d["item"].x), d[et].edge_index),
+            pnn.GAPAggregation(1, noise_multiplier=0.0)((d["item"].x, d["user"].x), d["item", "rev_buys", "user"].edge_index)]
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.agg = pnn.GAPAggregation(1, noise_multiplier=1.0, accountant=acct, generator=_gen())
+
+        def forward(self, x, edge_index):
+            return self.agg(x, edge_index)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = pnn.compose_relations(to_hetero(Encoder(), d.metadata()), d.metadata())
+        model(d.x_dict, d.edge_index_dict)
+    return Case({"layer": layer, "model": model, "accountant": acct}, refs)
+
+
+@scenario
+def hetero_transforms() -> Case:
+    d = _hetero_private()
+    acct = PrivacyAccountant()
+    rr = transforms.EdgeRandomizedResponse(epsilon=2.0, accountant=acct, generator=_gen())
+    hds = transforms.HDSFeaturePerturb({"user": 1.0, "item": 2.0}, k=2, feature_range=(0.0, 2.0), accountant=acct,
+                                       generator=_gen())
+    hds(rr(d))
+    return Case({"rr": rr, "hds": hds, "accountant": acct}, [])
+
+
 @scenario
 def noisy_ppr() -> Case:
     acct = PrivacyAccountant()

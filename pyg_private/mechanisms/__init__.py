@@ -1,5 +1,5 @@
 """Output-perturbation mechanisms with accounting (Laplace, Gaussian) and samplers."""
-from .edge_flipping import flip_edges
+from .edge_flipping import flip_bipartite_edges, flip_edges
 from .gaussian import GaussianMechanism
 from .laplace import LaplaceMechanism
 from .objective_noise import sample_objective_noise
@@ -7,7 +7,7 @@ from .objective_noise import sample_objective_noise
 from ..sampling.words import RandomSource, get_secure_mode, secure_mode, set_secure_mode
 from .sampler_options import FloatSamplerWarning
 
-__all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges", "sample_objective_noise",
+__all__ = ["LaplaceMechanism", "GaussianMechanism", "flip_edges", "flip_bipartite_edges", "sample_objective_noise",
            "RandomSource", "set_secure_mode", "get_secure_mode", "secure_mode", "FloatSamplerWarning"]
 
 # local-DP feature randomizers (PrivGE, issue 6): pure samplers and moments

@@ -62,7 +62,7 @@ from ..sampling.tables import mp_context
 from ..sampling.words import WORD_BITS, RandomSource, resolve_secure_mode
 from .sampler_options import Sampler, check_sampler_options
 
-__all__ = ["flip_edges", "GAP_MARGIN", "MIN_FLIP_PROBABILITY"]
+__all__ = ["flip_edges", "flip_bipartite_edges", "GAP_MARGIN", "MIN_FLIP_PROBABILITY"]
 
 #: Relative margin by which the word interval of :math:`U` must clear the float64 estimates of
 #: :math:`r^g` and :math:`r^{g+1}` for the float candidate to be accepted. The estimates
@@ -373,3 +373,49 @@ def _symmetric_edge_index(upper_ids: Tensor, n: int) -> Tensor:
     where = ptr[up_row] + n_low[up_row] + rank
     out[0, where], out[1, where] = up_row, up_col
     return out
+
+
+def flip_bipartite_edges(edge_index: Tensor, num_src: int, num_dst: int, q: float, *,
+                         generator: torch.Generator | None = None, sampler: Sampler = "safe",
+                         secure_mode: Optional[bool] = None) -> Tensor:
+    r"""Randomized response on every pair :math:`(s, d) \in [0, n_{src}) \times [0, n_{dst})` of a
+    bipartite (directed) relation: each pair keeps its bit with probability :math:`q` and is flipped
+    otherwise, independently, with the same exact sampler as :func:`flip_edges` (geometric gaps
+    over the :math:`n_{src} n_{dst}` pairs in row-major order). One edge is one pair, so the release
+    is pure :math:`\log(q/(1-q))`-DP for one edge of the relation.
+
+    Args:
+        edge_index (Tensor): ``[2, E]``, row 0 the sources in :math:`[0, n_{src})`, row 1 the
+            destinations in :math:`[0, n_{dst})`, no pair twice.
+        num_src, num_dst (int): the public sizes of the two node sets (never read off the edges).
+        q, generator, sampler, secure_mode: as in :func:`flip_edges`.
+
+    Returns:
+        The randomised relation's ``edge_index`` ``[2, E']``, sorted by source, then destination.
+    """
+    sampler, secure_mode = check_sampler_options(sampler, secure_mode, generator)
+    secure = resolve_secure_mode(secure_mode, generator) if sampler == "safe" else False
+    q = check_truth_probability(q)
+    ns, nd = int(num_src), int(num_dst)
+    if ns <= 0 or nd <= 0:
+        raise ValueError(f"a bipartite relation needs at least one node on each side; got {ns} x {nd}")
+    if not isinstance(edge_index, Tensor) or edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise ValueError("`edge_index` must be a [2, E] tensor")
+    device = edge_index.device
+    src, dst = edge_index.long()
+    if src.numel() and (int(src.min()) < 0 or int(dst.min()) < 0 or int(src.max()) >= ns or int(dst.max()) >= nd):
+        raise ValueError(f"`edge_index` has ids outside [0, {ns}) x [0, {nd})")
+    true_ids = src * nd + dst
+    true_ids = torch.unique(true_ids)  # sorted
+    if true_ids.numel() != src.numel():
+        raise ValueError("`edge_index` lists a pair more than once: one edge must be one entry")
+    if sampler == "safe":
+        source = RandomSource(device, generator=generator, secure=secure)
+        flipped = _exact_bernoulli_positions(ns * nd, 1.0 - q, source)
+    else:
+        flipped = _bernoulli_positions(ns * nd, 1.0 - q, generator=generator, device=device)
+    surviving = true_ids[~_in_sorted(true_ids, flipped)]
+    appearing = flipped[~_in_sorted(flipped, true_ids)]
+    del flipped
+    ids = _merge_sorted(surviving, appearing)
+    return torch.stack([ids // nd, ids % nd])

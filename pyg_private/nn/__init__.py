@@ -12,3 +12,9 @@ from .progap_aggregation import ProGAPAggregation, sum_aggregation_node_sensitiv
 __all__ = ["NoisyPPRDiffusion", "DPPushFlowCap", "EdgeFlippingPPR", "ContractiveGraphLayer", "GAPAggregation",
            "PerturbedAPPRConv", "GCONFit", "PrecomputedPropagation", "precompute_propagation", "ProGAPAggregation",
            "sum_aggregation_node_sensitivity"]
+
+# heterogeneous graphs: which relation releases compose in parallel
+from .gap_aggregation import bipartite_sensitivity  # noqa: E402
+from .hetero import compose_relations, relation_of, relation_part, relation_parts  # noqa: E402
+
+__all__ += ["bipartite_sensitivity", "compose_relations", "relation_of", "relation_part", "relation_parts"]

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["reject_channel_counts", "reject_edge_weight", "reject_grad_input", "reject_sampled_batch",
+__all__ = ["reject_channel_counts", "reject_edge_weight", "reject_grad_input", "reject_sampled_batch", "reject_bipartite",
            "SAMPLING_METADATA"]
 
 #: The attributes PyG's samplers attach to a batch drawn from a larger graph: ``NeighborLoader`` /
@@ -86,3 +86,37 @@ def reject_sampled_batch(name: str, data: Any) -> None:
             "graph (cached) and mini-batch only the trainable head on the released features "
             "(pyg_private.nn.PrecomputedPropagation); batches of disjoint graphs fixed without reading the edges "
             "(a DataLoader over a graph dataset) compose in parallel (PrivacyAccountant.parallel).")
+
+
+def _rectangular(adj: Any) -> bool:
+    """Whether a graph argument declares a bipartite (non-square) shape: an ``EdgeIndex`` of two
+    different sparse sizes, or a sparse matrix that is not square (public sizes only)."""
+    from torch_geometric import EdgeIndex
+    from torch_geometric.typing import SparseTensor
+
+    if isinstance(adj, EdgeIndex):
+        a, b = adj.sparse_size()
+        return a is not None and b is not None and a != b
+    if isinstance(adj, SparseTensor):
+        return adj.size(0) != adj.size(1)
+    if isinstance(adj, Tensor) and adj.layout in (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc):
+        return adj.dim() == 2 and adj.size(0) != adj.size(1)
+    return False
+
+
+#: Why the multi-hop diffusions stay on one node set (their docstrings say the same).
+MULTI_HOP_REASON = (
+    "its guarantee is for K hops of one square (normalised) adjacency iterated on one node set, and a bipartite "
+    "relation maps source rows to destination rows, so a second hop is not defined and the bound does not apply")
+
+
+def reject_bipartite(name: str, x: Any, adj: Any = None, *, reason: str = MULTI_HOP_REASON) -> None:
+    """Raise a ``ValueError`` (before anything is charged) when a layer that runs on one square graph
+    gets a bipartite relation: ``x = (x_src, x_dst)`` as ``HeteroConv`` and ``to_hetero`` pass it for an
+    edge type between two node types, or a non-square ``EdgeIndex`` / sparse adjacency."""
+    if isinstance(x, (tuple, list)) or _rectangular(adj):
+        raise ValueError(
+            f"{name} does not take a bipartite relation (x = (x_src, x_dst) or a non-square adjacency): {reason}. "
+            "Use GAPAggregation or ProGAPAggregation (one hop per relation) on bipartite edge types, and this layer "
+            "on relations between nodes of one type (src == dst), which HeteroConv and to_hetero pass as a single "
+            "x; nothing was charged")

@@ -29,7 +29,7 @@ from ..mechanisms._noise import float_generator
 from ..sampling.grid import DEFAULT_GRID_TOLERANCE
 from ..sampling.words import RandomSource, resolve_secure_mode
 from ..mechanisms.sampler_options import check_grid_tolerance, check_sampler_options
-from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
+from ._call_checks import reject_bipartite, reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._grid_gaussian import add_grid_gaussian_, reserve_grid_gaussian
 from ._grid_gaussian import plan_grid as plan_hop_grid
 from ._ppr_release import resolve_noise
@@ -205,6 +205,13 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
         grid_tolerance (float): bound on the grid's sensitivity inflation, relative to
             :math:`\Delta`. (default: :math:`2^{-16}`)
 
+    **Heterogeneous graphs.** A relation within one node type (``HeteroConv`` and ``to_hetero`` pass
+    it as a single ``x``) is a square graph like any other. A bipartite relation (``x = (x_src,
+    x_dst)``, or a non-square ``EdgeIndex`` or sparse adjacency) is refused with the reason before
+    anything is charged: the guarantee is for hops of one square adjacency iterated on one node set,
+    and a second hop of a bipartite relation is not defined. Use :class:`GAPAggregation` per
+    bipartite relation.
+
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index``
           :math:`(2, |\mathcal{E}|)` (or ``SparseTensor`` / ``torch.sparse``), optional
@@ -309,6 +316,7 @@ class ContractiveGraphLayer(PersistentRelease, SparsePropagation):
     def forward(self, x: Tensor, edge_index: Adj, x0: Optional[Tensor] = None,
                 batch: Optional[Tensor] = None) -> Tensor:
         """Run the K perturbed hops and return :math:`\\mathbf{X}^{(K)}` (detached, input dtype)."""
+        reject_bipartite("ContractiveGraphLayer", x, edge_index)
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")
         reject_edge_weight("ContractiveGraphLayer", "x0", x0, "the initial features [N, F] of the residual")

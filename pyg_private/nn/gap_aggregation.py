@@ -2,7 +2,7 @@ r"""GAP's aggregation perturbation module: the multi-hop baseline CARIBOU is com
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor
@@ -19,14 +19,29 @@ from ._grid_gaussian import plan_grid as plan_hop_grid
 from ..accounting.validation import check_positive_int
 from ..utils.adjacency import _csr as csr_matrix
 from ..utils.csr_product import CsrProduct, unit_values
-from ..utils.adjacency import validated_csr
+from ..utils.adjacency import bipartite_csr, bipartite_csr_matrix, validated_csr
 from ._ppr_release import resolve_noise
 from ._release_cache import PersistentRelease
 from ._sparse_propagation import SparsePropagation
 
-__all__ = ["GAPAggregation"]
+__all__ = ["GAPAggregation", "bipartite_sensitivity"]
 
 EDGE_SENSITIVITY = math.sqrt(2.0)  # one undirected edge adds x_v to row u and x_u to row v, unit rows
+
+
+def bipartite_sensitivity(num_src: int, num_dst: int) -> float:
+    r"""The :math:`\ell_2` sensitivity of :math:`\mathbf{A}\,\mathrm{normalize}(\mathbf{X}_{src})` on a
+    relation passed as a pair ``(x_src, x_dst)`` with ``num_src`` source and ``num_dst`` destination
+    rows (public sizes), for one edge of the relation added or removed.
+
+    An edge :math:`(s, d)` is one entry of :math:`\mathbf{A} \in \{0,1\}^{n_{dst} \times n_{src}}`: it
+    moves row :math:`d` of the sum by the unit row :math:`\mathbf{x}_s` and no other row, so
+    :math:`\Delta = 1`. When the two node sets have the same size the relation may be a **square**
+    one passed as a pair (one node type, ``(x, x)``) whose undirected edge :math:`\{u, v\}` is stored
+    as the two entries :math:`(u, v)` and :math:`(v, u)`: then two rows move and
+    :math:`\Delta = \sqrt2`, GAP's homogeneous bound. The rule reads the public sizes only; with
+    equal sizes it is merely conservative for a genuinely bipartite relation."""
+    return 1.0 if int(num_src) != int(num_dst) else EDGE_SENSITIVITY
 
 
 def _normalize_rows_(x: Tensor) -> Tensor:
@@ -57,6 +72,26 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
     ``epsilon``/``delta`` (exact GDP calibration; ``layer.noise_multiplier``).
     ``noise_multiplier=0`` is the non-private reference (no noise, nothing charged, no
     accountant accepted).
+
+    **Bipartite relations** (heterogeneous graphs: ``HeteroConv`` and ``to_hetero`` call the layer
+    with ``x = (x_src, x_dst)`` for an edge type between two node types). One hop, sum aggregation
+    of the unit source rows at the destinations, noise at the destinations:
+
+    .. math::
+        \mathbf{X}_{dst}^{(1)} = \mathrm{normalize}\big(\mathbf{A}\,\mathrm{normalize}(\mathbf{X}_{src})
+        + \mathbf{Z}\big), \qquad \mathbf{A} \in \{0, 1\}^{N_{dst} \times N_{src}},
+
+    returned as :math:`[\mathrm{normalize}(\mathbf{X}_{dst}) \,\|\, \mathbf{X}_{dst}^{(1)}]`. The unit is
+    one edge of the relation: an edge :math:`(s, d)` moves row :math:`d` only, by the unit row
+    :math:`\mathbf{x}_s`, so :math:`\Delta = 1` (:func:`bipartite_sensitivity`; :math:`\sqrt2` when the
+    two node sets have the same public size, which covers a relation within one node type passed as a
+    pair), and one forward is a :math:`\mu = 1/\sigma`-GDP event (the noise std is :math:`\sigma\Delta`).
+    ``K`` must be 1 (a second hop of a bipartite relation is not defined: stack releases across
+    relations instead). The graph is an ``edge_index`` ``[2, E]`` (sources in row 0), an ``EdgeIndex``
+    of sparse size ``(N_src, N_dst)``, or the transposed adjacency ``adj_t`` ``[N_dst, N_src]`` as a
+    ``SparseTensor`` or ``torch.sparse`` matrix, unweighted, each edge once; the sizes come from
+    ``x_src`` and ``x_dst``. How the releases on the relations of one forward compose (sequentially
+    within a node-type pair, in parallel across pairs) is :func:`~pyg_private.nn.compose_relations`'s.
 
     **No declared bound.** :math:`\Delta = \sqrt2` holds for every graph (sum aggregation of
     unit rows), so nothing is declared or checked. The node count, hence the output's shape,
@@ -117,8 +152,9 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
             :math:`\Delta`. (default: :math:`2^{-16}`)
 
     Shapes:
-        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
-        - **output:** :math:`(|\mathcal{V}|, (K + 1) F)`
+        - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency);
+          bipartite: :math:`((|\mathcal{V}_{src}|, F_{src}), (|\mathcal{V}_{dst}|, F_{dst}))`
+        - **output:** :math:`(|\mathcal{V}|, (K + 1) F)`; bipartite: :math:`(|\mathcal{V}_{dst}|, F_{dst} + F_{src})`
     """
 
     def __init__(self, K: int = 1, *, noise_multiplier: Optional[float] = None, epsilon: Optional[float] = None,
@@ -147,17 +183,27 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         """GDP :math:`\\mu` of one forward: K linearly composed hops."""
         return math.sqrt(self.K) / self.noise_multiplier if self.noise_multiplier > 0 else math.inf
 
-    def event(self, grid: Optional[tuple[float, float]] = None) -> PrivacyEvent:
+    def event(self, grid: Optional[tuple[float, float]] = None, *, sensitivity: Optional[float] = None,
+              bipartite: Optional[tuple[int, int]] = None) -> PrivacyEvent:
         r"""The event one new release registers (``grid``: the forward's granularity and inflated
-        sensitivity, recorded in the parameters; :math:`\mu` does not depend on them)."""
+        sensitivity, recorded in the parameters; :math:`\mu` does not depend on them). For a release
+        on a bipartite relation, ``bipartite`` is ``(num_src, num_dst)`` and ``sensitivity`` its
+        :func:`bipartite_sensitivity`: the noise std is :math:`\sigma\Delta` there too, so :math:`\mu`
+        is the same."""
         extra = {} if grid is None else {"granularity": grid[0], "grid_sensitivity": grid[1]}
+        if bipartite is not None:
+            extra.update(form="bipartite", num_src=int(bipartite[0]), num_dst=int(bipartite[1]))
         return gdp_event(unit="edge", mu=self.mu, name=self.name, mechanism="gap_aggregation",
                          params={"K": self.K, "noise_multiplier": self.noise_multiplier,
-                                 "sensitivity": self.sensitivity, "sampler": self.sampler, **extra})
+                                 "sensitivity": self.sensitivity if sensitivity is None else float(sensitivity),
+                                 "sampler": self.sampler, **extra})
 
     @torch.compiler.disable  # the release runs eagerly: see "Module protocols"
-    def forward(self, x: Tensor, edge_index: Adj) -> Tensor:
-        """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype)."""
+    def forward(self, x: Union[Tensor, tuple[Tensor, Tensor]], edge_index: Adj) -> Tensor:
+        """Return all hops concatenated, ``[N, (K + 1) F]`` (detached, input dtype); on a bipartite
+        relation (``x = (x_src, x_dst)``), ``[N_dst, F_dst + F_src]``."""
+        if isinstance(x, (tuple, list)):
+            return self._bipartite_forward(x, edge_index)
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")
         reject_grad_input("GAPAggregation", x, self.training)
@@ -183,6 +229,102 @@ class GAPAggregation(PersistentRelease, SparsePropagation):
         # input), recomputed on reuse, so it is never kept in the cache nor written into a saved state
         self._keep_release(out[:, x.size(1):], *key, event=event, granularity=self.granularity)
         return out
+
+    # ------------------------------------------------------------------ bipartite relations
+    #: Whether the noisy sum of a bipartite release is renormalised (GAP's hops are).
+    _renormalize_bipartite = True
+
+    def _bipartite_inputs(self, x: Any) -> tuple[Tensor, Tensor]:
+        """``(x_src, x_dst)``, validated (before anything is charged)."""
+        name = type(self).__name__
+        if len(x) != 2 or not all(isinstance(t, Tensor) and t.dim() == 2 for t in x):
+            got = ", ".join("None" if t is None else (f"shape {tuple(t.shape)}" if isinstance(t, Tensor)
+                                                      else type(t).__name__) for t in x)
+            raise ValueError(f"{name}: a bipartite relation takes `x` = (x_src, x_dst), two node feature matrices "
+                             f"[N_src, F_src] and [N_dst, F_dst] (their rows are the public node counts); got "
+                             f"({got}). HeteroConv and to_hetero pass None for a node type without features: give "
+                             "every node type of the relation a feature matrix")
+        x_src, x_dst = x
+        for t, what in ((x_src, "x_src"), (x_dst, "x_dst")):
+            reject_grad_input(name, t, self.training)
+            if t.is_complex():
+                raise TypeError(f"{name}: `{what}` must be real; got dtype {t.dtype}")
+            if t.size(0) == 0:
+                raise ValueError(f"{name}: `{what}` has no rows: a relation needs at least one node on each side")
+            if not torch.isfinite(t).all():
+                raise ValueError(f"{name}: `{what}` contains NaN or infinite values")
+        if x_src.device != x_dst.device:
+            raise ValueError(f"{name}: x_src is on {x_src.device} and x_dst on {x_dst.device}; put both on one device")
+        return x_src, x_dst
+
+    def _bipartite_forward(self, x: Any, edge_index: Adj) -> Tensor:
+        """One hop on a bipartite relation: ``[normalize(x_dst) || normalize(A normalize(x_src) + Z)]``."""
+        name = type(self).__name__
+        x_src, x_dst = self._bipartite_inputs(x)
+        if self.K != 1:
+            raise ValueError(
+                f"{name}(K={self.K}) on a bipartite relation: a hop maps source rows to destination rows, so a second "
+                "hop on the same relation is not defined (its input would be destination rows). Use K=1 per "
+                "relation and stack releases across relations (e.g. a to_hetero / HeteroConv release users -> "
+                "items, then one on its output); nothing was charged")
+        ns, nd = x_src.size(0), x_dst.size(0)
+        if isinstance(edge_index, Tensor) and edge_index.device != x_dst.device:
+            raise ValueError(f"{name}: edge_index is on {edge_index.device} but x on {x_dst.device}")
+        crow, col = bipartite_csr(edge_index, ns, nd)  # against the public sizes; raises before any charge
+        sensitivity = bipartite_sensitivity(ns, nd)
+        floats = [t.dtype for t in (x_src, x_dst) if t.is_floating_point()]
+        out_dtype = (torch.promote_types(*floats) if len(floats) == 2 else
+                     floats[0] if floats else torch.get_default_dtype())
+        # public: both feature matrices (edge level); private: the relation's CSR
+        key = ((x_src, x_dst), (crow, col),
+               (nd, x_src.size(1), str(x_src.dtype), "bipartite", ns, x_dst.size(1), str(x_dst.dtype)))
+        own = self._own_block(x_dst, out_dtype)  # normalize(x_dst): no release, never stored
+        reused = self._cached_release(*key, device=x_dst.device, dtype=out_dtype)
+        if reused is not None:  # the cached release: no new charge, no noise
+            return torch.cat([own, reused], dim=-1)
+        grid, source = None, None
+        if self.noise_multiplier > 0 and self.sampler == "safe":  # public sizes only, before any charge
+            grid = plan_hop_grid(std_per_sensitivity=self.noise_multiplier, sensitivity=sensitivity,
+                                 dim=nd * x_src.size(1), value_bound=float(max(ns, 1)), tolerance=self.grid_tolerance)
+            source = RandomSource(x_dst.device, generator=self.generator,
+                                  secure=resolve_secure_mode(self.secure_mode, self.generator))
+        # the noise-free sum and every buffer before the charge: a failure raises first
+        run = self._bipartite_chain(crow, col, ns, x_src.detach().to(torch.float64, copy=True), grid, source,
+                                    out_dtype, sensitivity)
+        event = (charge(self.accountant, self.event(grid, sensitivity=sensitivity, bipartite=(ns, nd)), self)
+                 if self.noise_multiplier > 0 else None)  # first
+        self.granularity = None if grid is None else grid[0]
+        out = run()
+        self._keep_release(out, *key, event=event, granularity=self.granularity)  # the noisy block only
+        return torch.cat([own, out], dim=-1)
+
+    @torch.no_grad()
+    def _bipartite_chain(self, crow: Tensor, col: Tensor, num_src: int, x_src: Tensor,
+                         grid: Optional[tuple[float, float]], source: Optional[RandomSource],
+                         out_dtype: torch.dtype, sensitivity: float) -> Callable[[], Tensor]:
+        """The noise-free sum ``A normalize(x_src)`` (``[N_dst, F_src]``, float64; ``x_src`` is a copy
+        the method may overwrite) and the sampler's workspace now; the noise (and, for GAP, the
+        renormalisation) in the returned function, called once the release is charged."""
+        adj = bipartite_csr_matrix(crow, col, num_src, unit_values(col.numel(), device=col.device))
+        h = CsrProduct(adj, unit_values=True)(_normalize_rows_(x_src))
+        std = self.noise_multiplier * sensitivity
+        generator = float_generator(self.generator, h.device) if grid is None and std > 0 else None
+        if grid is not None:
+            reserve_grid_gaussian(h, self.noise_multiplier * grid[1], grid[0])
+        renormalize = self._renormalize_bipartite
+
+        @torch.no_grad()
+        def run() -> Tensor:
+            out = h
+            if grid is not None:  # safe: the rounded sum plus exact rounded Gaussian noise
+                out = add_grid_gaussian_(out, self.noise_multiplier * grid[1], grid[0], source)
+            elif std > 0:
+                out.add_(torch.randn(out.shape, dtype=out.dtype, device=out.device, generator=generator).mul_(std))
+            if renormalize:
+                _normalize_rows_(out)
+            return out.to(out_dtype)
+
+        return run
 
     @staticmethod
     def _own_block(x: Tensor, dtype: torch.dtype) -> Tensor:

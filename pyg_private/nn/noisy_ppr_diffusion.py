@@ -23,7 +23,7 @@ from ..utils.adjacency import _csr as csr_matrix
 from ..utils.csr_product import CsrProduct, clamp_and_scale_rows, unit_values, with_int32_indices
 from ..utils.adjacency import inverse_degree
 from ..utils.lazy_ppr import check_seed_index, seed_matrix
-from ._call_checks import reject_channel_counts, reject_edge_weight, reject_grad_input
+from ._call_checks import reject_bipartite, reject_channel_counts, reject_edge_weight, reject_grad_input
 from ._ppr_release import SeededRelease, inflated_scale, resolve_noise
 from ._sparse_propagation import SparsePropagation
 
@@ -220,6 +220,13 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             With a seeded ``generator`` the noise is drawn in another order than without blocks.
             (default: :obj:`None`, all columns at once)
 
+    **Heterogeneous graphs.** A relation within one node type (``HeteroConv`` and ``to_hetero`` pass
+    it as a single ``x``) is a square graph like any other. A bipartite relation (``x = (x_src,
+    x_dst)``, or a non-square ``EdgeIndex`` or sparse adjacency) is refused with the reason before
+    anything is charged: the guarantee is for hops of one square adjacency iterated on one node set,
+    and a second hop of a bipartite relation is not defined. Use :class:`GAPAggregation` per
+    bipartite relation.
+
     Shapes:
         - **input:** signals :math:`(|\mathcal{V}|, C)` (non-negative) or
           ``seed_index`` :math:`(C,)` with ``num_nodes`` :math:`|\mathcal{V}|`;
@@ -405,6 +412,7 @@ class NoisyPPRDiffusion(SeededRelease, SparsePropagation):
             out (Tensor, optional): a floating ``[N, C]`` tensor the release is written into and
                 returned (``column_block`` only).
         """
+        reject_bipartite("NoisyPPRDiffusion", x, edge_index)
         reject_edge_weight("NoisyPPRDiffusion", "seed_index", seed_index, "integer seed node ids")
         reject_grad_input("NoisyPPRDiffusion", x, self.training)
         if out is not None and self.column_block is None:

@@ -30,7 +30,7 @@ from ..mechanisms.sampler_options import Sampler, check_grid_tolerance, check_sa
 from ..utils.appr import appr_propagate
 from ..utils.newton_solver import gradient_norm_bound, solve_separable_ridge
 from ..utils.separable_loss import SeparableLoss
-from ._call_checks import reject_edge_weight
+from ._call_checks import reject_bipartite, reject_edge_weight
 from ._safe_objective_release import (
     SafeFitPlan,
     certified_distance_ok,
@@ -141,6 +141,11 @@ class PerturbedAPPRConv(SparsePropagation):
     process) shares the accountant and *shares* the cached propagation with the original instead of
     duplicating it; a pickle of the copy drops it likewise.
 
+    **Heterogeneous graphs.** A relation within one node type is a square graph like any other; a
+    bipartite relation (``x = (x_src, x_dst)``, or a non-square ``EdgeIndex`` or sparse adjacency)
+    is refused with the reason before anything is charged: the APPR propagation and its sensitivity
+    (Theorem 1) are for one square adjacency iterated on one node set.
+
     Args:
         in_channels (int): width :math:`d_1` of the (encoded, unit-ball) features.
         out_channels (int): number of classes :math:`c`.
@@ -248,6 +253,7 @@ class PerturbedAPPRConv(SparsePropagation):
 
     def propagation(self, x: Tensor, edge_index: Adj) -> Tensor:
         """:math:`\\mathbf{Z}` (Eq. 11), deterministic; cached with ``cached=True``."""
+        reject_bipartite("PerturbedAPPRConv", x, edge_index)
         x_ball = _check_ball(x, self.in_channels)
         if self.cached and self._cache is not None:
             c_x, c_graph, c_z = self._cache
@@ -284,6 +290,7 @@ class PerturbedAPPRConv(SparsePropagation):
         ``generator`` makes the noise reproducible, which voids the guarantee; it is used
         for this fit only and not kept with the model.
         """
+        reject_bipartite("PerturbedAPPRConv", x, edge_index)
         z = self.propagation(x, edge_index)
         mask = torch.ones(z.size(0), dtype=torch.bool, device=z.device) if mask is None else mask
         if mask.device != z.device or y.device != z.device:
@@ -396,6 +403,7 @@ class PerturbedAPPRConv(SparsePropagation):
         """Class scores :math:`\\hat{\\mathbf{Y}}` (``[N, c]``) with the trained head, computed in float64 and
         returned in ``x``'s floating dtype (float64 for other inputs); the head may have been cast
         (``layer.float()``), which rounds the released values (post-processing)."""
+        reject_bipartite("PerturbedAPPRConv", x, edge_index)
         reject_edge_weight("PerturbedAPPRConv", "mode", mode, "'private' or 'public'")
         in_dtype = x.dtype
         if self.weight is None:

@@ -76,6 +76,12 @@ class ProGAPAggregation(GAPAggregation):
     :math:`\mathrm{normalize}(\mathbf{H})`, which is recomputed from the caller's ``x``: only the noisy
     aggregation :math:`\tilde{\mathbf{A}}` is stored.
 
+    **Bipartite relations** (edge level only): ``x = (x_src, x_dst)`` releases
+    :math:`[\mathrm{normalize}(\mathbf{X}_{dst}) \,\|\, \mathbf{A}\,\mathrm{normalize}(\mathbf{X}_{src}) + \mathbf{Z}]`
+    with :math:`\Delta = 1` per edge of the relation, as :class:`GAPAggregation` does (its notes).
+    At node level a bipartite relation is refused before any charge: a node removed from a
+    heterogeneous graph takes its edges of every relation with it.
+
     Noise, caching, saving and the module protocols are those of :class:`GAPAggregation`
     (``sampler="safe"``: the rounded sum plus exact rounded Gaussian noise on a power-of-two grid,
     the inflated sensitivity charged).
@@ -91,7 +97,8 @@ class ProGAPAggregation(GAPAggregation):
 
     Shapes:
         - **input:** node features :math:`(|\mathcal{V}|, F)`, ``edge_index`` (or sparse adjacency)
-        - **output:** :math:`(|\mathcal{V}|, 2F)`
+        - **output:** :math:`(|\mathcal{V}|, 2F)`; bipartite (edge level):
+          :math:`(|\mathcal{V}_{dst}|, F_{dst} + F_{src})`
     """
 
     def __init__(self, *, level: str = "edge", max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
@@ -127,13 +134,22 @@ class ProGAPAggregation(GAPAggregation):
     def _release_unit(self) -> str:
         return self.level
 
-    def event(self, grid: Optional[tuple[float, float]] = None) -> PrivacyEvent:
-        """The :math:`\\mu = 1/\\sigma`-GDP event one new release registers on unit ``level``."""
+    def event(self, grid: Optional[tuple[float, float]] = None, *, sensitivity: Optional[float] = None,
+              bipartite: Optional[tuple[int, int]] = None) -> PrivacyEvent:
+        """The :math:`\\mu = 1/\\sigma`-GDP event one new release registers on unit ``level``
+        (``sensitivity`` and ``bipartite``: as :meth:`GAPAggregation.event`)."""
         extra = {} if grid is None else {"granularity": grid[0], "grid_sensitivity": grid[1]}
+        if bipartite is not None:
+            extra.update(form="bipartite", num_src=int(bipartite[0]), num_dst=int(bipartite[1]))
         bounds = {} if self.level == "edge" else {"max_degree": self.max_degree}
         return gdp_event(unit=self.level, mu=self.mu, name=self.name, mechanism="progap_aggregation",
-                         params={"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity,
+                         params={"noise_multiplier": self.noise_multiplier,
+                                 "sensitivity": self.sensitivity if sensitivity is None else float(sensitivity),
                                  "sampler": self.sampler, **bounds, **extra})
+
+    @property
+    def _renormalize_bipartite(self) -> bool:  # type: ignore[override]
+        return self.normalize_output
 
     @torch.compiler.disable  # the release runs eagerly, as GAPAggregation's
     def forward(self, x: Tensor, edge_index: Any) -> Tensor:
@@ -141,6 +157,12 @@ class ProGAPAggregation(GAPAggregation):
         block renormalised with ``normalize_output``)."""
         if self.level == "edge":
             return super().forward(x, edge_index)
+        if isinstance(x, (tuple, list)):
+            raise ValueError(
+                "ProGAPAggregation(level='node') on a bipartite relation: the node-level bound sqrt(D(D+1)) is for one "
+                "node set, where the removed node's own row is counted; a node of one type removed from a "
+                "heterogeneous graph also changes every relation it belongs to. Node-level releases on relations are "
+                "not supported; nothing was charged")
         if not isinstance(x, Tensor) or x.dim() != 2:
             raise ValueError("`x` must be a node feature matrix of shape [N, F]")
         reject_grad_input(type(self).__name__, x, self.training)

@@ -30,14 +30,17 @@ the same way for all of them:
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import math
+from dataclasses import dataclass
 import warnings
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.transforms import BaseTransform
 
 from ._shared_ledger import SharedLedgerCopy
@@ -88,6 +91,75 @@ def _as_bound(value: Any, name: str) -> float | Tensor:
     return t
 
 
+#: Arguments that may be given per node type (a dict keyed by node type) for a ``HeteroData``.
+PER_TYPE_ARGUMENTS = ("epsilon", "k", "feature_range", "node_mask", "clamp")
+
+
+@dataclass
+class _Plan:
+    """What :meth:`LocalFeatureRelease._prepare` checked, for the charge and the release."""
+
+    x: Tensor
+    n: int
+    d: int
+    k: int
+    rng: Any
+    ids: Optional[Tensor]
+    new_mask: Tensor
+    rows: int
+    prior: Optional[Tensor]
+    key: bytes
+    seen: Any
+    users: Optional[np.ndarray]
+    num_users: int
+    secure: bool
+    claim: Any
+    out: Optional[Tensor]
+
+
+def _per_type_init(init: Any) -> Any:
+    """Wrap a subclass's ``__init__``: record its arguments (to build one transform per node type),
+    and accept the :data:`PER_TYPE_ARGUMENTS` as dicts keyed by node type."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def wrapped(self: "LocalFeatureRelease", *args: Any, **kwargs: Any) -> None:
+        if "_arguments" in self.__dict__:  # an inner call of the constructor chain
+            return init(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        arguments = {}
+        for key, value in bound.arguments.items():
+            kind = signature.parameters[key].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                arguments.update(value)
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                raise TypeError(f"{type(self).__name__}: unexpected positional arguments {value!r}")
+            elif key != "self":
+                arguments[key] = value
+        per_type = {k: v for k, v in arguments.items() if k in PER_TYPE_ARGUMENTS and isinstance(v, Mapping)}
+        shared = {k: v for k, v in arguments.items() if k not in ("accountant", "generator")}
+        self.__dict__["_arguments"] = shared
+        self.__dict__["_per_type"] = tuple(per_type)
+        self.__dict__["_children"] = {}
+        if not per_type:
+            return init(self, *args, **kwargs)
+        types = list(dict.fromkeys(t for m in per_type.values() for t in m))
+        for key, mapping in per_type.items():
+            missing = [t for t in types if t not in mapping]
+            if missing:
+                raise ValueError(f"{type(self).__name__}: `{key}` is given per node type but has no entry for {missing} "
+                                 f"(the types the per-type arguments name: {types})")
+        for t in types:  # one transform per type, validated now
+            one = {**shared, **{k: m[t] for k, m in per_type.items()}}
+            self._children[t] = type(self)(**one, accountant=arguments.get("accountant"),
+                                           generator=arguments.get("generator"))
+        # the common attributes from the first type's values (the per-type ones are its children's)
+        init(self, **{**arguments, **{k: m[types[0]] for k, m in per_type.items()}})
+
+    return wrapped
+
+
 class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
     r"""Base of the local-DP feature transforms (not for direct use).
 
@@ -105,6 +177,25 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
     mechanism: str = ""
     #: False for mechanisms that perturb every coordinate (Laplace): no sparse output
     samples_coordinates: bool = True
+    #: The arguments given per node type (dicts), and the constructor's other arguments.
+    _per_type: tuple = ()
+    _arguments: Optional[dict] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _per_type_init(cls.__dict__["__init__"])  # type: ignore[method-assign]
+        if "__repr__" in cls.__dict__:
+            own = cls.__dict__["__repr__"]
+
+            @functools.wraps(own)
+            def __repr__(self: "LocalFeatureRelease") -> str:
+                if self.__dict__.get("_per_type"):
+                    inner = ", ".join(f"{t!r}: {child!r}" for t, child in self._children.items())
+                    return f"{type(self).__name__}(per node type: {{{inner}}})"
+                return own(self)
+
+            cls.__repr__ = __repr__  # type: ignore[method-assign]
 
     def __init__(self, epsilon: float, *, feature_range: FeatureRange = None, clamp: bool = False,
                  attr: str = "x", node_mask: Any = None, sparse_output: bool = False,
@@ -230,7 +321,7 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
     # ------------------------------------------------------------- the input
     def _features(self, data: Data) -> Tensor:
         if not isinstance(data, Data):
-            raise TypeError(f"{type(self).__name__} takes a torch_geometric.data.Data; got {type(data).__name__}")
+            raise TypeError(f"{type(self).__name__} takes a torch_geometric.data.Data or HeteroData; got {type(data).__name__}")
         if self.attr not in data:
             raise ValueError(f"the data have no attribute `{self.attr}` to perturb")
         x = data[self.attr]
@@ -408,6 +499,24 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
                                  f"or `{self.attr}` itself to perturb in place")
 
     def forward(self, data: Data, *, out: Optional[Tensor] = None) -> Data:
+        if isinstance(data, HeteroData):
+            if out is not None:
+                raise ValueError("`out` receives one feature matrix: it is for a Data, not a HeteroData")
+            return self._forward_hetero(data)
+        if self._per_type:
+            raise ValueError(f"{type(self).__name__} was given per-node-type arguments ({', '.join(self._per_type)} as "
+                             "dicts): they are for a HeteroData; give single values for a Data")
+        plan = self._prepare(data, out)
+        charge(self.accountant, self._event(plan.num_users, plan.d, plan.users), self,
+               claim=plan.claim)  # budget enforced before noise
+        return self._commit(data, plan)
+
+    def _prepare(self, data: Data, out: Optional[Tensor] = None,
+                 ledger: Optional[tuple[int, int]] = None) -> "_Plan":
+        """Everything a release checks, before anything is charged (nothing is changed): the
+        features, the range, the node mask, the re-release guards and who is charged. ``ledger``
+        ``(offset, size)``: rows are users ``offset + position`` of a space of ``size`` (one node
+        type of a ``HeteroData``)."""
         x = self._features(data)
         n, d = x.shape
         device = x.device
@@ -442,23 +551,34 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
         if seen is not None and bool((seen.to(device) & new_mask).any()) and not self.allow_recompose:
             raise ValueError(refusal.format(count=int((seen.to(device) & new_mask).sum())))
 
-        users, num_users = self._ledger_ids(data, n, ids)
+        if ledger is None:
+            users, num_users = self._ledger_ids(data, n, ids)
+        else:
+            offset, num_users = ledger
+            users = (torch.arange(n) if ids is None else ids.cpu()).numpy() + int(offset)
         secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else False
         # with a shared ledger the guard's fingerprint is checked and recorded in the charge's transaction
         claim = self._release_claim(parts, new_mask.cpu().numpy(), refusal)
-        charge(self.accountant, self._event(num_users, d, users), self, claim=claim)  # budget enforced before noise
-        source = None if self.sampler == "float" else RandomSource(device, generator=self.generator, secure=secure)
+        return _Plan(x=x, n=n, d=d, k=k, rng=rng, ids=ids, new_mask=new_mask, rows=rows, prior=prior, key=key,
+                     seen=seen, users=users, num_users=num_users, secure=secure, claim=claim, out=out)
 
+    def _commit(self, data: Data, plan: "_Plan") -> Data:
+        """Draw the noise of a charged release and write it into ``data``."""
+        x, n, d, ids = plan.x, plan.n, plan.d, plan.ids
+        device = x.device
+        source = None if self.sampler == "float" else RandomSource(device, generator=self.generator,
+                                                                   secure=plan.secure)
         if ids is not None:
             warnings.warn(
                 f"{type(self).__name__}: `node_mask` leaves {n - ids.numel()} of {n} rows of `{self.attr}` raw. "
                 "Those nodes are not protected (epsilon = inf for them if these data reach the server)",
-                UserWarning, stacklevel=2,
+                UserWarning, stacklevel=3,
             )
-        out = self._release(x, ids, k, rng, rows, source, out=out)
+        out = self._release(x, ids, plan.k, plan.rng, plan.rows, source, out=plan.out)
         self.granularity = None if source is None else self._output_granularity(d)
 
-        self._released[key] = new_mask.cpu() if seen is None else (seen | new_mask.cpu())
+        new_mask, seen, prior = plan.new_mask, plan.seen, plan.prior
+        self._released[plan.key] = new_mask.cpu() if seen is None else (seen | new_mask.cpu())
         meta_key, mask_key = self._keys()
         prev = data.get(meta_key)
         count = int(prev.get("num_releases", 1)) + 1 if isinstance(prev, dict) else 1
@@ -468,6 +588,72 @@ class LocalFeatureRelease(SharedLedgerCopy, BaseTransform):
         data[self.attr] = out
         data[mask_key] = new_mask if prior is None else (prior | new_mask)
         data[meta_key] = record
+        return data
+
+    # ------------------------------------------------------------ heterogeneous graphs
+    def _type_transform(self, node_type: str) -> "LocalFeatureRelease":
+        """The transform of one node type: built from this one's arguments with the type's entries
+        of the per-type ones, once, and kept (its re-release guard stays with it)."""
+        children = self.__dict__.setdefault("_children", {})
+        child = children.get(node_type)
+        if child is None:
+            if self._per_type:
+                raise ValueError(f"{type(self).__name__}: no entry for node type {node_type!r} in the per-node-type "
+                                 f"arguments ({', '.join(self._per_type)}); every node type with `{self.attr}` needs "
+                                 "one, or its features would stay raw. Nothing was charged")
+            child = children[node_type] = type(self)(**(self._arguments or {}), accountant=self.accountant,
+                                                     generator=self.generator)
+        child.accountant, child.generator = self.accountant, self.generator  # follow the parent's
+        return child
+
+    def _forward_hetero(self, data: HeteroData) -> HeteroData:
+        """Perturb ``attr`` of every node type that has it, each type charged once (one event per
+        type, its own epsilon), every event registered before any noise (see the class notes)."""
+        from ..nn._call_checks import reject_sampled_batch
+        from ..utils.graph_validation import declared_type_num_nodes
+
+        name = type(self).__name__
+        reject_sampled_batch(name, data)
+        types = [t for t in data.node_types if self.attr in data[t]]
+        if not types:
+            raise ValueError(f"{name}: no node type of the HeteroData has `{self.attr}` to perturb")
+        unknown = [t for t in self.__dict__.get("_children", {}) if t not in types] if self._per_type else []
+        if unknown:
+            raise ValueError(f"{name}: the per-node-type arguments name {unknown}, which have no `{self.attr}` in "
+                             f"these data (types with it: {types}). Nothing was charged")
+        counts = {}
+        for t in sorted(data.node_types):  # the ledger's ids: node types in sorted order, rows in order
+            c = declared_type_num_nodes(data[t])
+            if c is None:
+                raise ValueError(f"{name}: node type {t!r} has no declared node count (set data[{t!r}].num_nodes): the "
+                                 "ledger of unit 'local' numbers the nodes of all types one after the other. Nothing "
+                                 "was charged")
+            counts[t] = c
+        offsets, total = {}, 0
+        for t, c in counts.items():
+            offsets[t], total = total, total + c
+        plans = []
+        for t in types:
+            sub = Data(**dict(data[t].items()))
+            if counts[t] != sub[self.attr].size(0):
+                raise ValueError(f"{name}: data[{t!r}].{self.attr} has {sub[self.attr].size(0)} rows but the type "
+                                 f"declares {counts[t]} nodes. Nothing was charged")
+            child = self._type_transform(t)
+            plan = child._prepare(sub, ledger=(offsets[t], total))
+            plans.append((t, child, sub, plan, child._event(plan.num_users, plan.d, plan.users)))
+        # every type's event checked first: they charge disjoint nodes of the per-node ledger, so each
+        # fitting alone means all fit together; then all registered, then the noise
+        if self.accountant is not None:
+            for _, child, _, plan, event in plans:
+                self.accountant.check(event)
+        for _, child, _, plan, event in plans:
+            charge(child.accountant, event, child, claim=plan.claim)
+        for t, child, sub, plan, _ in plans:
+            child._commit(sub, plan)
+            meta_key, mask_key = child._keys()
+            for key in (self.attr, meta_key, mask_key):
+                data[t][key] = sub[key]
+        self.granularity = plans[-1][1].granularity
         return data
 
     def _normalise(self, xs: Tensor, idx: Optional[Tensor], rng: Optional[tuple[Any, Any, Any]]) -> Tensor:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.data.datapipes import functional_transform
 from torch_geometric.transforms import BaseTransform
 
@@ -15,16 +15,17 @@ from ._shared_ledger import SharedLedgerCopy
 from ..accounting import (
     PrivacyAccountant,
     PrivacyEvent,
+    Unit,
     charge,
     randomized_response_event,
     resolve_truth_probability,
 )
-from ..mechanisms.edge_flipping import flip_edges
+from ..mechanisms.edge_flipping import flip_bipartite_edges, flip_edges
 from ..mechanisms.sampler_options import Sampler, check_sampler_options
 from ..sampling.words import resolve_secure_mode
 from ..nn._call_checks import reject_sampled_batch
 from ..utils import simple_undirected
-from ..utils.graph_validation import declared_num_nodes
+from ..utils.graph_validation import check_edge_index, declared_num_nodes, declared_type_num_nodes
 from ._fingerprint import ReleaseFingerprints, crc32_rows
 
 __all__ = ["EdgeRandomizedResponse"]
@@ -87,6 +88,19 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
     raises too. ``allow_recompose=True`` allows
     both and charges every call. (DataLoader workers hold copies of the transform: the
     fingerprint guard is per process.)
+
+    **Heterogeneous graphs.** On a ``HeteroData`` every edge type is randomised: a relation within
+    one node type over its :math:`n(n-1)/2` undirected pairs as above, a relation between two node
+    types over its :math:`n_{src} n_{dst}` (directed) pairs (:func:`~pyg_private.mechanisms.flip_bipartite_edges`),
+    each node type's count declared (``x`` or ``num_nodes``). The unit is one edge of one relation.
+    Relations between the same unordered pair of node types may hold the same edge (a relation and
+    the reverse ``T.ToUndirected`` adds), so they compose sequentially; relations of different pairs
+    hold disjoint edges and compose in parallel (:func:`~pyg_private.nn.relation_parts`). One call
+    registers **one** event before any bit is drawn: randomized response composed :math:`m` times,
+    :math:`m` the most relations of one node-type pair (pure :math:`m\epsilon`). Randomise before
+    ``T.ToUndirected`` (the reverses are then post-processing, :math:`m = 1`). ``max_edges`` bounds
+    the expected flipped-in edges summed over the relations; ``keep_nodes`` and data carrying
+    derived relations (``T.AddMetaPaths``' ``metapath_dict``) are refused.
 
     Args:
         epsilon (float, optional): pure epsilon per edge, :math:`q = e^\epsilon/(1+e^\epsilon)`.
@@ -164,6 +178,8 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
 
     def forward(self, data: Data) -> Data:
         reject_sampled_batch("EdgeRandomizedResponse", data)  # whatever `symmetrize`: before anything else
+        if isinstance(data, HeteroData):
+            return self._forward_hetero(data)
         if getattr(data, _MARK, None) is not None and not self.allow_recompose:
             raise ValueError(
                 "these data were already randomised by EdgeRandomizedResponse; a second application is a "
@@ -219,6 +235,111 @@ class EdgeRandomizedResponse(SharedLedgerCopy, BaseTransform):
         if declared_num_nodes(data) != n:
             data.num_nodes = n
         setattr(data, _MARK, self.name)
+        return data
+
+    # ------------------------------------------------------------------ heterogeneous graphs
+    def hetero_event(self, compositions: int, relations: int = 1) -> PrivacyEvent:
+        r"""The event one call on a ``HeteroData`` registers: randomized response composed
+        ``compositions`` times (the most relations of one node-type pair; see the class notes),
+        exactly: RDP curve and pure epsilon times ``compositions``."""
+        base = self.event()
+        if isinstance(compositions, bool) or not isinstance(compositions, int) or compositions < 1:
+            raise ValueError(f"`compositions` must be a positive int; got {compositions!r}")
+        params = {**dict(base.params), "relations": int(relations), "compositions": int(compositions)}
+        eps = math.log(self.q) - math.log1p(-self.q)
+        return PrivacyEvent(name=self.name, unit=Unit.EDGE, mechanism="randomized_response", params=params,
+                            orders=base.orders, rdp=tuple(compositions * v for v in base.rdp),
+                            pld=("pure", eps, int(compositions)))
+
+    def _forward_hetero(self, data: HeteroData) -> HeteroData:
+        """Randomised response on every edge type of ``data`` under one event (see the class notes)."""
+        from ..nn.hetero import relation_parts
+
+        name = type(self).__name__
+        if _MARK in data._global_store and not self.allow_recompose:
+            raise ValueError(f"these data were already randomised by {name}; a second application is a new release "
+                             "(pass allow_recompose=True to do it and be charged again)")
+        if self.keep_nodes is not None:
+            raise ValueError(f"{name}(keep_nodes=...) is for one node set; on a HeteroData the kept nodes' type is "
+                             "ambiguous. Nothing was charged")
+        if "metapath_dict" in data._global_store:
+            raise ValueError(
+                f"{name}: these data carry relations derived from paths of others (T.AddMetaPaths: metapath_dict). One "
+                "edge of a source relation changes many entries of a derived one, which the per-relation analysis "
+                "does not cover: randomise the data before adding metapaths (then they are post-processing). "
+                "Nothing was charged")
+        if not data.edge_types:
+            raise ValueError(f"{name}: the HeteroData has no edge type to randomise")
+        plan = []
+        for et in data.edge_types:
+            src, _, dst = et
+            store = data[et]
+            if "edge_index" not in store or store["edge_index"] is None:
+                raise ValueError(f"{name} randomises `edge_index` of every edge type; {et} has none (a sparse adj_t "
+                                 "must be turned into an edge_index first). Nothing was charged")
+            counts = []
+            for t in (src, dst):
+                c = declared_type_num_nodes(data[t])
+                if c is None:
+                    raise ValueError(
+                        f"{name} needs the public number of nodes of type {t!r}: set data[{t!r}].num_nodes (or give "
+                        f"its features x). It is never inferred from the private edges (the largest id in an "
+                        "edge_index changes when an edge at the last node is added or removed). Nothing was charged")
+                counts.append(c)
+            ns, nd = counts
+            ei = store["edge_index"]
+            if src == dst:  # one node set: undirected pairs, as on a homogeneous graph
+                canon, _ = simple_undirected(ei, ns, symmetrize=self.symmetrize, name=f"data[{et}].edge_index")
+                pairs = ns * (ns - 1) / 2
+            else:
+                check_edge_index(ei, max(ns, nd), name=f"data[{et}].edge_index")
+                ei = (ei.as_tensor() if hasattr(ei, "as_tensor") else ei).long()
+                if ei.numel() and (int(ei[0].max()) >= ns or int(ei[1].max()) >= nd):
+                    raise ValueError(f"data[{et}].edge_index has ids outside the node sets: sources must lie in "
+                                     f"[0, {ns}) and destinations in [0, {nd}). Nothing was charged")
+                keys = torch.unique(ei[0] * nd + ei[1])
+                if keys.numel() != ei.size(1) and not self.symmetrize:
+                    raise ValueError(f"data[{et}].edge_index lists {ei.size(1) - keys.numel()} edges more than once "
+                                     "(or pass symmetrize=True to merge them). Nothing was charged")
+                canon = torch.stack([keys // nd, keys % nd])
+                pairs = ns * nd
+            plan.append((et, ns, nd, canon, pairs))
+        flipped = sum((1.0 - self.q) * p for *_, p in plan)  # public: the sizes and q
+        if self.max_edges is not None and flipped > self.max_edges:
+            raise ValueError(
+                f"{name} on this HeteroData at flip probability {self.flip_probability:.3g} releases about "
+                f"{flipped:,.0f} edges over its {len(plan)} edge types ((1 - q) times the pairs of each: n (n - 1) / 2 "
+                f"for a relation within one node type, n_src n_dst between two), about {32 * flipped / 2 ** 30:,.1f} "
+                f"GiB: above max_edges={self.max_edges:,}. Randomized response suits small graphs or large epsilon; "
+                "use GAPAggregation per relation (to_hetero / HeteroConv), or raise `max_edges` if the memory is there")
+        if not self.allow_recompose:
+            self._check_release_process()
+        parts = tuple((et, ns, nd, canon.size(1), crc32_rows(canon.t())) for et, ns, nd, canon, _ in plan)
+        key = self._released.digest("hetero", *parts)
+        refusal = (f"{name} has already released these exact relations (same node sets and edges). A second release "
+                   "flips fresh bits and costs epsilon again; combining the releases removes the noise. Use it as "
+                   "`pre_transform=` or call it once, or pass allow_recompose=True to release again and be charged "
+                   "again.")
+        if key in self._released and not self.allow_recompose:
+            raise ValueError(refusal)
+        groups = relation_parts(et for et, *_ in plan)
+        worst = max(len(v) for v in groups.values())
+        secure = resolve_secure_mode(self.secure_mode, self.generator) if self.sampler == "safe" else None
+        claim = self._release_claim(("hetero",) + parts, np.ones(1, dtype=bool), refusal)
+        charge(self.accountant, self.hetero_event(worst, len(plan)), self, claim=claim)  # one event, before any noise
+        for et, ns, nd, canon, _ in plan:
+            store = data[et]
+            if et[0] == et[2]:
+                out = flip_edges(canon, ns, self.q, generator=self.generator, sampler=self.sampler, secure_mode=secure)
+            else:
+                out = flip_bipartite_edges(canon, ns, nd, self.q, generator=self.generator, sampler=self.sampler,
+                                           secure_mode=secure)
+            for attr in list(store.keys()):  # everything else of the relation belongs to its true edges
+                if attr != "edge_index":
+                    del store[attr]
+            store.edge_index = out
+        self._released[key] = True
+        data._global_store[_MARK] = self.name
         return data
 
     def __repr__(self) -> str:

@@ -137,9 +137,20 @@ class HDSFeaturePerturb(LocalFeatureRelease):
     this transform *simulates* all users at once. A seeded ``generator`` makes runs
     reproducible and voids the guarantee.
 
+    **Heterogeneous graphs.** On a ``HeteroData`` every node type that has ``attr`` is perturbed
+    (a node type is a different population of users, each its own randomizer). ``epsilon``, ``k``,
+    ``feature_range``, ``node_mask`` and ``clamp`` may each be one value for all types or a dict
+    keyed by node type, which must then name every node type that has the features (leaving one
+    raw is refused). Each type is one release, charged once as its own event on the per-node
+    ledger of unit ``"local"``, with the node types numbered one after the other in sorted order
+    (every node type needs a declared count: ``x`` or ``num_nodes``); the events of all types are
+    checked against the budget and registered before any noise is drawn (they charge disjoint
+    nodes, so each fitting alone means all fit). Batches that carry global ids (``n_id``) are
+    refused on a ``HeteroData``.
+
     Args:
-        epsilon (float): the per-node LDP budget :math:`\epsilon`.
-        k (int): coordinates perturbed per node, :math:`1 \le k \le d` (a free
+        epsilon (float or dict): the per-node LDP budget :math:`\epsilon` (per node type: a dict).
+        k (int or dict): coordinates perturbed per node, :math:`1 \le k \le d` (a free
             hyperparameter; the paper's grid is 1-50).
         feature_range (tuple, optional): public ``(low, high)``, numbers or per-column
             1-D sequences. :obj:`None`: the features must already lie in :math:`[-1, 1]`.

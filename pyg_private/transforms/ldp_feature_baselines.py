@@ -56,7 +56,9 @@ _COMMON_ARGS = r"""
     ``"local"`` before any noise is drawn; marked data and raw inputs this instance already
     released are refused unless ``allow_recompose=True``; as a dataset's ``transform=`` it
     would re-draw at every access, so use ``pre_transform=``; a seeded ``generator`` voids
-    the guarantee; the transform *simulates* the users' local randomizers) are those of
+    the guarantee; the transform *simulates* the users' local randomizers; on a ``HeteroData``
+    every node type with the features is perturbed, ``epsilon``, ``k``, ``feature_range``,
+    ``node_mask`` and ``clamp`` may be dicts keyed by node type, one event per type) are those of
     :class:`HDSFeaturePerturb`.
 """
 

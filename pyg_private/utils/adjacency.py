@@ -22,7 +22,8 @@ def __getattr__(name: str):
         return native_attribute(globals(), name, _NATIVE_CHECK)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "validated_csr",
+__all__ = ["adjacency_csr", "inverse_degree", "csr_indices", "simple_undirected_csr", "validated_csr", "bipartite_csr",
+           "bipartite_csr_matrix",
            "normalized_adjacency_csr",
            "power_normalized_adjacency_csr"]
 
@@ -248,3 +249,88 @@ def power_normalized_adjacency_csr(crow: Tensor, col: Tensor, *, r: float = 0.0,
         values.mul_(power(-r).to(dtype)[col])
     diag = deg.reciprocal().mul_(weight).to(dtype).unsqueeze(-1) if self_loops else None  # w d_i^(r-1) d_i^(-r)
     return _csr(crow, col, values), diag
+
+
+def bipartite_csr(adj: object, num_src: int, num_dst: int, *, name: str = "edge_index") -> tuple[Tensor, Tensor]:
+    r"""``(crow, col)`` (int64) of the 0/1 matrix :math:`\mathbf{A} \in \{0, 1\}^{n_{dst} \times n_{src}}`
+    of a **bipartite** (directed) relation: row :math:`d` lists the sources :math:`s` of its edges
+    :math:`(s, d)`, sorted, each once, so that ``A @ x_src`` sums the source rows at every destination.
+
+    Accepted forms, in PyG's conventions for a bipartite ``MessagePassing`` call:
+
+    * an ``edge_index`` ``[2, E]`` (row 0 the source ids in :math:`[0, n_{src})`, row 1 the
+      destination ids in :math:`[0, n_{dst})`), or an ``EdgeIndex`` whose ``sparse_size``, when
+      given, must be ``(num_src, num_dst)``;
+    * a ``torch_sparse.SparseTensor`` or a ``torch.sparse`` matrix as the **transposed** adjacency
+      ``adj_t`` of shape ``[num_dst, num_src]`` (row = destination), every stored value 1.
+
+    The sizes are public (the rows of ``x_src`` and ``x_dst``), never read off the edges: an id
+    outside them, a sparse matrix of another shape, a stored value other than 1 or an edge listed
+    twice raises ``ValueError`` (one edge counted twice would move its destination's row by twice the
+    bound the sensitivity assumes). Nothing is symmetrised: a bipartite relation has a direction."""
+    from torch_geometric import EdgeIndex
+
+    ns, nd = int(num_src), int(num_dst)
+    if ns <= 0 or nd <= 0:
+        raise ValueError(f"a bipartite relation needs at least one source and one destination node; got "
+                         f"{ns} source and {nd} destination rows")
+    if isinstance(adj, SparseTensor) or (isinstance(adj, Tensor) and adj.layout in (
+            torch.sparse_coo, torch.sparse_csr, torch.sparse_csc)):
+        size = tuple(adj.sizes()) if isinstance(adj, SparseTensor) else tuple(adj.shape)
+        if size != (nd, ns):
+            raise ValueError(f"`{name}` as a sparse matrix is the transposed adjacency adj_t of the relation, of "
+                             f"shape [num_dst, num_src] = [{nd}, {ns}] (the rows of x_dst and x_src); got {list(size)}")
+        if isinstance(adj, SparseTensor):
+            row, col, value = adj.coo()
+        else:
+            coo = adj.to_sparse_coo()
+            if coo.is_coalesced():
+                row, col = coo.indices()
+                value = coo.values()
+            else:  # duplicates are summed by coalescing: count them first
+                raw = coo._indices()
+                keys = raw[0].long() * ns + raw[1].long()
+                if torch.unique(keys).numel() != keys.numel():
+                    raise ValueError(f"`{name}` lists {keys.numel() - torch.unique(keys).numel()} edges more than "
+                                     "once: one edge must be one entry (coalesce it first)")
+                coo = coo.coalesce()
+                (row, col), value = coo.indices(), coo.values()
+        if value is not None and value.numel() and not bool((value == 1).all()):
+            raise ValueError(f"`{name}` must be unweighted (every stored value 1): the analysis is for a 0/1 matrix")
+        dst, src = row.long(), col.long()
+    else:
+        if isinstance(adj, EdgeIndex):
+            given = adj.sparse_size()
+            if given[0] not in (None, ns) or given[1] not in (None, nd):
+                raise ValueError(f"`{name}` is an EdgeIndex of sparse size {tuple(given)}; the relation has "
+                                 f"(num_src, num_dst) = ({ns}, {nd}) (the rows of x_src and x_dst)")
+            adj = adj.as_tensor()
+        if not isinstance(adj, Tensor):
+            raise TypeError(f"`{name}` must be an edge_index LongTensor [2, E], an EdgeIndex, a SparseTensor or a "
+                            f"torch.sparse matrix; got {type(adj).__name__}")
+        if adj.dim() != 2 or adj.size(0) != 2:
+            raise ValueError(f"`{name}` must have shape [2, E]; got {tuple(adj.shape)}")
+        if adj.dtype not in (torch.long, torch.int):
+            raise TypeError(f"`{name}` must hold integer node ids; got dtype {adj.dtype}")
+        src, dst = adj[0].long(), adj[1].long()
+    if src.numel():
+        if int(src.min()) < 0 or int(dst.min()) < 0:
+            raise ValueError(f"`{name}` contains negative node ids")
+        if int(src.max()) >= ns or int(dst.max()) >= nd:
+            raise ValueError(f"`{name}` has ids outside the public node sets: sources must lie in [0, {ns}) (the rows "
+                             f"of x_src) and destinations in [0, {nd}) (the rows of x_dst)")
+    keys = dst * ns + src
+    keys = torch.sort(keys).values
+    if keys.numel() > 1 and bool((keys[1:] == keys[:-1]).any()):
+        raise ValueError(f"`{name}` lists {int((keys[1:] == keys[:-1]).sum())} edges more than once: one edge must "
+                         "be one entry (remove duplicates, e.g. torch_geometric.utils.coalesce)")
+    crow = torch.zeros(nd + 1, dtype=torch.long, device=keys.device)
+    torch.cumsum(torch.bincount(keys // ns, minlength=nd), 0, out=crow[1:])
+    return crow, (keys % ns).contiguous()
+
+
+def bipartite_csr_matrix(crow: Tensor, col: Tensor, num_src: int, values: Tensor) -> Tensor:
+    """The ``[num_dst, num_src]`` ``torch.sparse_csr`` matrix of :func:`bipartite_csr`'s arrays."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(crow, col, values, (crow.numel() - 1, int(num_src)), check_invariants=False)

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-__all__ = ["check_edge_index", "simple_undirected", "adjacency_to_edge_index", "public_num_nodes",
+__all__ = ["check_edge_index", "simple_undirected", "adjacency_to_edge_index", "public_num_nodes", "declared_type_num_nodes",
            "declared_num_nodes"]
 
 
@@ -240,3 +240,21 @@ def _plain(edge_index: Tensor) -> Tensor:
     from torch_geometric import EdgeIndex
 
     return edge_index.as_tensor() if isinstance(edge_index, EdgeIndex) else edge_index
+
+
+def declared_type_num_nodes(store: Any) -> Optional[int]:
+    """The node count of one node type of a ``HeteroData`` (its ``NodeStorage``) when it is
+    **declared**: an explicit ``num_nodes``, else the rows of a node-level tensor (``x``, ``pos``,
+    ``batch`` or any tensor whose name contains ``node``); ``None`` otherwise. PyG's own
+    ``data[node_type].num_nodes`` falls back to the largest id in the edge types that touch the
+    type, which reads the private edges (see :func:`declared_num_nodes`)."""
+    from torch_geometric.data.storage import N_KEYS
+
+    items = dict(store.items()) if callable(getattr(store, "items", None)) else {}
+    if items.get("num_nodes") is not None:
+        return _check_count(items["num_nodes"], "num_nodes")
+    for pick in (lambda k: k in N_KEYS, lambda k: "node" in k):
+        for key, value in items.items():
+            if isinstance(value, (Tensor, np.ndarray)) and value.ndim >= 1 and pick(key):
+                return int(value.shape[0])
+    return None

@@ -294,6 +294,8 @@ def test_input_validation_and_repr():
     with pytest.raises(TypeError, match="dense"):
         HDSFeaturePerturb(1.0, 1)(Data(x=torch.eye(3).to_sparse(), num_nodes=3))
     with pytest.raises(TypeError, match="Data"):
+        HDSFeaturePerturb(1.0, 1)({"x": torch.zeros(3, 2)})
+    with pytest.raises(ValueError, match="no node type"):  # a HeteroData is perturbed per node type
         HDSFeaturePerturb(1.0, 1)(HeteroData())
     with pytest.raises(ValueError, match="selects no node"):
         HDSFeaturePerturb(1.0, 1, node_mask=torch.zeros(3, dtype=torch.bool))(Data(x=torch.zeros(3, 2), num_nodes=3))
