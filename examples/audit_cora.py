@@ -48,11 +48,14 @@ the member set, and every member subgraph satisfies the bound; ``--max-degree`` 
 ``--quick`` (75-85 s on one thread): 200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges,
 100 training epochs. ``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20),
 4 attack edges, 10 training epochs (5 for the LinkTeller GCN). On a graph of fewer than 4 m nodes the m canary
-pairs are cut to n // 4 (disjoint pairs need 2 m <= n). Rows go to the CSV as they
+pairs are cut to n // 4 (disjoint pairs need 2 m <= n). ``--threads`` (default 1) sets torch's CPU
+threads; ``--out`` (default ``outputs/audit_<dataset>``) gets ``audit_<dataset>.csv``
+(``audit_<dataset>_quick.csv`` or ``_smoke.csv`` in those modes). Rows go to the CSV as they
 finish; progress bars (stderr) follow the LinkTeller queries, the canary releases and the
 membership models.
 
     PYG_PRIVATE_DATA=... python examples/audit_cora.py [--quick] [--out outputs/audit_cora] [--dataset CiteSeer]
+        [--threads 1]
 """
 from __future__ import annotations
 
@@ -70,7 +73,7 @@ from torch import Tensor
 from torch_geometric.nn import APPNP, GCNConv
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import class_sizes, delta_text, edge_delta, labelled, load_clean, num_edges
 from gcon_common import split_sizes
 from pyg_private import PrivacyAccountant
@@ -383,8 +386,8 @@ def main() -> None:
                              "of the full graph, the public universe here; see the module notes)")
     parser.add_argument("--quick", action="store_true", help="200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges")
     parser.add_argument("--smoke", action="store_true", help="a tiny audit end to end (the tests)")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None, help="default: outputs/audit_<dataset>")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV", default=None, default_text="outputs/audit_<dataset>")
     args = parser.parse_args()
     epochs = 200
     if args.quick:
@@ -392,8 +395,7 @@ def main() -> None:
     if args.smoke:
         args.canaries, args.runs, args.gcon_runs, args.attack_edges, epochs = 20, 1, 20, 4, 10
     epsilons = args.epsilons or ([1.0, math.inf] if args.smoke else list(EPSILONS))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", UntrackedPrivacyWarning)
 
     data = load_clean(parser, args.dataset)  # cleaned: self-loops dropped, duplicate / one-way entries merged
@@ -425,7 +427,8 @@ def main() -> None:
     nodes = sample_attack_nodes(ei, n, args.attack_edges, generator=torch.Generator().manual_seed(1))
     canaries = sample_canary_pairs(ei, n, args.canaries, generator=torch.Generator().manual_seed(2))
     rows: list[Row] = []
-    writer = CsvWriter(os.path.join(out, f"audit_{file_stem(args.dataset)}.csv"))
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    writer = CsvWriter(output_stem(out, f"audit_{file_stem(args.dataset)}", mode) + ".csv")
 
     def emit(new: list[Row]) -> None:
         _print(new)

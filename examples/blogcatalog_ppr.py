@@ -31,24 +31,23 @@ without edges keeps its restart mass. delta = 1/#edges of the graph, as the pape
 ``--quick`` (under 2 minutes on one thread): 20 seeds, epsilon {0.1, 1}, eta in
 {1e-8, 1e-6, 1e-4}; Edge-Flipping randomises the whole graph once per release (about 12 s on
 BlogCatalog), so it dominates. ``--smoke``: 5 seeds, epsilon 1, eta 1e-6, K = 20,
-NoisyPPRDiffusion and DP-PushFlowCap only (the tests). Rows go to the CSV as they finish;
-progress bars go to stderr.
+NoisyPPRDiffusion and DP-PushFlowCap only (the tests). ``--threads`` (default 1) sets torch's CPU
+threads. Rows go to the CSV as they finish; progress bars go to stderr.
 
-    python examples/blogcatalog_ppr.py [--seeds 100] [--methods noisy push flip] [--threads 2] [--quick]
-        [--dataset Cora]
+    python examples/blogcatalog_ppr.py [--seeds 100] [--methods noisy push flip] [--threads 1] [--quick]
+        [--dataset Cora] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 import warnings
 
 import torch
 
 from example_data import add_dataset_argument, file_stem, load_or_exit, spec
-from example_io import CsvWriter, finish_figure, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, finish_figure, output_stem, progress, say
 from pyg_private import PrivacyAccountant
 from pyg_private.metrics import ndcg_at_k, recall_at_k
 from pyg_private.nn import DPPushFlowCap, EdgeFlippingPPR, NoisyPPRDiffusion
@@ -95,8 +94,8 @@ def main() -> None:
     ap.add_argument("--random-seed", type=int, default=123, help="seed of the seed sample and the noise")
     ap.add_argument("--quick", action="store_true", help="20 seeds, 2 epsilons, 3 etas")
     ap.add_argument("--smoke", action="store_true", help="one tiny configuration per method (the tests)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    ap.add_argument("--out", default="outputs", help="folder for the CSV and the PNG")
+    add_threads_argument(ap)
+    add_out_argument(ap, "the CSV and the PNG")
     args = ap.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     args.seeds = args.seeds or {"smoke": 5, "quick": 20, "full": 100}[mode]
@@ -105,8 +104,7 @@ def main() -> None:
     args.etas = args.etas or {"smoke": [1e-6], "quick": [1e-8, 1e-6, 1e-4], "full": list(ETAS)}[mode]
     args.methods = args.methods or (["noisy", "push"] if args.smoke else ["noisy", "push", "flip"])
     warnings.simplefilter("ignore", UserWarning)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
 
     data = load_or_exit(ap, args.dataset, classification=False)
     name = spec(args.dataset).label
@@ -123,7 +121,7 @@ def main() -> None:
     say(f"noise-free lazy PPR of all seeds: {time.perf_counter() - t0:.2f} s")
 
     rows = []
-    stem = os.path.join(args.out, f"{file_stem(args.dataset)}_ppr" + ("" if mode == "full" else f"_{mode}"))
+    stem = output_stem(args.out, f"{file_stem(args.dataset)}_ppr", mode)
     todo = [(eps, method, eta) for eps in args.epsilons for method in args.methods
             for eta in (args.etas if method != "flip" else [None])]
     with CsvWriter(stem + ".csv") as writer:

@@ -47,20 +47,21 @@ the paper has the dataset. The bound is the same public rule on every graph (``m
 
 ``--quick`` (under 2 minutes on one thread): epsilon {1, 8}, 2 runs, 4 CARIBOU, 2 GAP and 1 MLP
 configurations trained for 100 epochs (not 200), and 3 ProGAP configurations (the authors' stages 1
-and 2, the small-graph variant's stage 2). ``--smoke``: one tiny configuration per method end to end (the tests). The CSV
+and 2, the small-graph variant's stage 2). ``--smoke``: one tiny configuration per method end to end (the tests). ``--threads`` (default 1)
+sets torch's CPU threads; ``--out`` (default ``outputs``) gets ``<dataset>_caribou.csv`` and ``.png``
+(``_gap70`` for ``--split gap``; ``_quick``, ``_medium`` or ``_smoke`` appended in those modes). The CSV
 is written row by row (an interrupted run keeps what it finished); progress bars go to stderr.
 
 Every release uses a seeded generator: reproducible, and for that reason not private.
 
     python examples/cora_caribou.py [--dataset CiteSeer] [--epsilons 1 8] [--quick] [--methods caribou]
-        [--degree-floor 1] [--split gap]
+        [--degree-floor 1] [--split gap] [--threads 1] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
-import os
 import statistics
 import time
 
@@ -68,7 +69,7 @@ import torch
 
 from caribou_common import EPSILONS, HEADER, METHODS, PROTOCOLS, bounds_from, load_runs, plot, run_grid
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import edge_delta, header
 from progap_cora import AUTHORS, SMALL_GRAPH, progap_grid
 from pyg_private.models import CaribouConfig, ProGAPConfig, config_grid, run_caribou
@@ -135,14 +136,13 @@ def main() -> None:
                              "70%% / 10%% / 20%% (where CARIBOU's Table 5 MLP and non-private figures come from)")
     parser.add_argument("--degree-floor", type=int, default=None, metavar="D",
                         help="declare min_degree=D with the degree floor (normalise by max(deg, D))")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", default="outputs")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV and the PNG")
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "medium" if args.medium else "full"
     epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 8.0], "full": list(EPSILONS), "medium": list(EPSILONS)}[mode]
     runs = args.runs or {"smoke": 1, "quick": 2, "full": 3, "medium": 3}[mode]
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     name = spec(args.dataset).label
     seeds = list(range(runs))
@@ -168,8 +168,8 @@ def main() -> None:
     grid = grids(mode)
     say(HEADER)
     rows = []
-    stem = os.path.join(args.out, f"{file_stem(args.dataset)}_caribou" + ("" if args.split == "random" else "_gap70")
-                        + ("" if mode == "full" else f"_{mode}"))
+    stem = output_stem(args.out, f"{file_stem(args.dataset)}_caribou" + ("" if args.split == "random" else "_gap70"),
+                       mode)
     with CsvWriter(stem + ".csv") as writer:
         if "caribou" in args.methods:
             rows += run_grid(name, datasets, {"caribou": grid["caribou"]}, epsilons=epsilons, delta=delta,

@@ -37,17 +37,18 @@ cut at 4): learning rate {0.01, 0.05} x base layers {1, 2} x stages {1, 2, 3, 4}
 settings :class:`~pyg_private.models.ProGAPConfig`'s defaults (hidden 16, 100 epochs, no dropout or
 weight decay), and the small-graph variant (stages {1, 2, 3, 4} x width {16, 64}). ``--quick``
 searches 5 ProGAP (the authors' stages 1-3, the variant's 1-2) and 2 GAP configurations (K 1 and 2;
-under 2 minutes on one thread on Cora). The CSV is written row by row, so an interrupted run keeps
+under 2 minutes on one thread on Cora). ``--threads`` (default 1) sets torch's CPU threads; ``--out``
+(default ``outputs``) gets ``progap_<dataset>_<split>.csv`` (``_quick`` appended for a quick run, so
+it never overwrites a full run's). The CSV is written row by row, so an interrupted run keeps
 what it finished; progress bars go to stderr, one line per finished search to stdout.
 
     PYG_PRIVATE_DATA=/work/shared/data python examples/progap_cora.py --quick
-    python examples/progap_cora.py --epsilons 1 4 8 inf --split gap [--dataset Facebook]
+    python examples/progap_cora.py --epsilons 1 4 8 inf --split gap [--dataset Facebook] [--threads 1] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import time
 import warnings
@@ -56,7 +57,7 @@ import torch
 from torch_geometric.data import Data
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import (class_sizes, edge_delta, header, labelled, load_clean, per_class_labelled_split,
                               random_labelled_split)
 from gcon_common import split_sizes
@@ -124,8 +125,8 @@ def main() -> None:
                         help="default: 1/|E|, |E| the undirected edges of the cleaned graph (every example's rule)")
     parser.add_argument("--quick", action="store_true", help="a small grid (under 2 minutes on one thread)")
     parser.add_argument("--no-gap", action="store_true", help="skip the GAP baseline")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="outputs")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV")
     args = parser.parse_args()
     runs_count = args.runs
     torch.set_num_threads(args.threads)
@@ -143,7 +144,8 @@ def main() -> None:
         grids["GAP"] = gap_grid(args.quick)
     say(f"{'eps':>4s} {'method':7s} {'test mean ± std':>16s} {'val':>6s} {'spent':>7s} {'sigma':>7s} "
         f"{'sec':>5s}  selected")
-    writer = CsvWriter(os.path.join(args.out, f"progap_{file_stem(args.dataset)}_{args.split}.csv"))
+    writer = CsvWriter(output_stem(args.out, f"progap_{file_stem(args.dataset)}_{args.split}",
+                                   "quick" if args.quick else "full") + ".csv")
     bar = progress([(eps, method) for eps in args.epsilons for method in grids], desc=f"{name} eps x method")
     for eps, method in bar:
         grid = grids[method]
