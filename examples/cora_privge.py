@@ -56,7 +56,8 @@ import warnings
 import torch
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, add_out_argument, add_threads_argument, finish_figure, output_stem, progress, say
+from example_io import (CsvWriter, add_out_argument, add_threads_argument, epsilon_axis, finish_figure, output_stem,
+                        progress, say)
 from example_protocol import labelled, load_clean, num_edges, random_labelled_split
 from pyg_private.datasets import attach_split
 from pyg_private.models.privge import (PrivGEConfig, link_split, privge_grid, run_privge_link, run_privge_node,
@@ -220,8 +221,6 @@ def plot(rows: list[dict], path: str, name: str = "Cora", paper: bool = True) ->
     tasks = [t for t in ("node", "link") if any(r["task"] == t and math.isfinite(r["epsilon"]) for r in rows)]
     if not tasks:
         return
-    from matplotlib.ticker import FixedLocator, NullLocator
-
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 3.8), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         ticks = sorted({r["epsilon"] for r in rows if r["task"] == task and math.isfinite(r["epsilon"])}
@@ -242,13 +241,7 @@ def plot(rows: list[dict], path: str, name: str = "Cora", paper: bool = True) ->
             ax.axhline(sel[0]["test_mean"], color="k", ls="--", label="non-private (ours, mean)")
         if task == "link" and paper:
             ax.axhline(PAPER_LINK["none"][math.inf][0], color="gray", ls=":", label="non-private (paper)")
-        ax.set_xscale("log")
-        # ticks at the epsilons run (plain numbers), none in between: a quick run's single epsilon
-        # otherwise gets log-scale minor labels (0.96, 0.98, ...) that run into each other
-        ax.xaxis.set_major_locator(FixedLocator(ticks))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([f"{e:g}" for e in ticks])
-        ax.set_xlim(min(ticks) / 1.6, max(ticks) * 1.6)
+        epsilon_axis(ax, ticks)  # a tick at each epsilon run: a quick run's one epsilon stays readable
         ax.set_xlabel("epsilon (local DP, per node)")
         ax.set_ylabel("test accuracy (%)" if task == "node" else "test ROC-AUC (%)")
         ax.set_title(f"PrivGE (HDS) vs LP, PM, MB on {name}: "

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import sys
 from typing import Iterable, Optional
 
 from tqdm.auto import tqdm
 
-__all__ = ["CsvWriter", "write_csv", "progress", "say", "finish_figure", "add_threads_argument", "add_out_argument",
-           "output_stem"]
+__all__ = ["CsvWriter", "write_csv", "progress", "say", "finish_figure", "epsilon_axis", "add_threads_argument",
+           "add_out_argument", "output_stem"]
 
 
 def _threads(value: str) -> int:
@@ -150,6 +151,23 @@ def say(message: str = "") -> None:
     else:  # bars in a log are not redrawn: a plain line
         print(message)
     sys.stdout.flush()
+
+
+def epsilon_axis(ax, epsilons: Iterable[float], *, base: float = 10, pad: float = 1.6) -> None:
+    """A log-scale epsilon axis with one tick at each (finite) epsilon run, labelled as a plain number,
+    and no other tick; the range is padded by ``pad`` on each side. A quick run's single epsilon (with
+    the small per-method offsets) would otherwise span a sliver of a decade, whose log-scale minor labels
+    (``9.6e-1``, ``9.8e-1``, ...) run into each other."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+
+    ticks = sorted({float(e) for e in epsilons if math.isfinite(e)})
+    if not ticks:
+        return
+    ax.set_xscale("log", base=base)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{e:g}" for e in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(ticks[0] / pad, ticks[-1] * pad)
 
 
 def finish_figure(fig, path: str, caption: str, *, ncol: int = 1) -> None:

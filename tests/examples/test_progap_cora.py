@@ -21,7 +21,7 @@ def test_quick_on_a_messy_graph(messy, run_example):
     rows = _rows(out_dir / "progap_messy_random_quick.csv")
     assert [r["method"] for r in rows] == ["ProGAP", "GAP"]
     assert all(float(r["delta"]) == 1 / MESSY_EDGES and 0.99 <= float(r["epsilon_spent"]) <= 1.0 for r in rows)
-    assert rows[0]["configs_searched"] == "5" and rows[1]["configs_searched"] == "2"  # the quick grids
+    assert rows[0]["configs_searched"] == "3" and rows[1]["configs_searched"] == "1"  # the quick grids
 
 
 def test_per_class_split_and_delta_flag(odd, run_example):
