@@ -48,8 +48,9 @@ the member set, and every member subgraph satisfies the bound; ``--max-degree`` 
 ``--quick`` (under 2 minutes on one thread): 200 canaries x 2 runs (GCON: 1 x 100), 40 attack
 edges, 100 training epochs (the LinkTeller GCN's too), the node-level membership experiment at the
 largest finite epsilon and inf only (it took 2.5 to 2.7 minutes on a loaded 2-core machine with
-GCON 1 x 200, the LinkTeller GCN at 200 epochs and the membership experiment at every epsilon). ``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20),
-4 attack edges, 10 training epochs (5 for the LinkTeller GCN). On a graph of fewer than 4 m nodes the m canary
+GCON 1 x 200, the LinkTeller GCN at 200 epochs and the membership experiment at every epsilon).
+``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20), 4 attack edges, 10
+training epochs (5 for the LinkTeller GCN). On a graph of fewer than 4 m nodes the m canary
 pairs are cut to n // 4 (disjoint pairs need 2 m <= n). ``--threads`` (default 1) sets torch's CPU
 threads; ``--out`` (default ``outputs/audit_<dataset>``) gets ``audit_<dataset>.csv``
 (``audit_<dataset>_quick.csv`` or ``_smoke.csv`` in those modes). Rows go to the CSV as they

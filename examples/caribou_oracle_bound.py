@@ -125,7 +125,8 @@ def main() -> None:
                                                       accountant=PrivacyAccountant(),
                                                       generator=torch.Generator().manual_seed(run))
                         xk = layer(oracle, ei).float()
-                        for model, feats in (("oracle X^K alone", xk), ("oracle X^K + real X0", torch.cat([x0, xk], 1))):
+                        both = torch.cat([x0, xk], 1)
+                        for model, feats in (("oracle X^K alone", xk), ("oracle X^K + real X0", both)):
                             val, test = _train_eval(feats, y, masks, run, epochs)
                             if val > best[model][0]:
                                 best[model] = (val, test, k)

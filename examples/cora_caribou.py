@@ -49,8 +49,8 @@ the paper has the dataset. The bound is the same public rule on every graph (``m
 X0), 1 GAP (K 1) and 1 MLP configurations trained for 100 epochs (not 200), 2 ProGAP configurations
 (the authors' stage 2, the small-graph variant's stage 2), and no "head on X^K alone" diagnostic.
 (It used to search 4 CARIBOU, 2 GAP and 3 ProGAP configurations and run the diagnostic: 190 s on
-a loaded 2-core machine.) ``--smoke``: one tiny configuration per method end to end (the tests). ``--threads`` (default 1)
-sets torch's CPU threads; ``--out`` (default ``outputs``) gets ``<dataset>_caribou.csv`` and ``.png``
+a loaded 2-core machine.) ``--smoke``: one tiny configuration per method end to end (the tests).
+``--threads`` (default 1) sets torch's CPU threads; ``--out`` (default ``outputs``) gets ``<dataset>_caribou.csv`` and ``.png``
 (``_gap70`` for ``--split gap``; ``_quick``, ``_medium`` or ``_smoke`` appended in those modes). The CSV
 is written row by row (an interrupted run keeps what it finished); progress bars go to stderr.
 

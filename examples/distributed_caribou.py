@@ -207,10 +207,11 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace, cuda: bool) -
         print(accountant.report() if accountant is not None else "no noise: nothing to account")
         path = output_stem(args.out, f"{file_stem(args.dataset)}_distributed_caribou",
                            "quick" if args.quick else "full") + ".csv"
+        spent = accountant.epsilon("edge", args.delta) if accountant is not None else math.inf
         with CsvWriter(path) as writer:
             writer.write({"dataset": spec(args.dataset).label, "processes": world, "K": args.K,
                           "contraction": args.contraction, "epsilon": args.epsilon, "delta": args.delta,
-                          "epsilon_spent": accountant.epsilon("edge", args.delta) if accountant is not None else math.inf,
+                          "epsilon_spent": spent,
                           "without_x0": args.without_x0, "epochs": args.epochs, "seed": args.seed,
                           "threads_per_process": torch.get_num_threads(), "release_seconds": round(seconds, 3),
                           **{f"{name}_accuracy": round(value, 4) for name, value in acc.items()}})
