@@ -45,14 +45,20 @@ the public universe the members are drawn from (the attacker queries it), the pr
 the member set, and every member subgraph satisfies the bound; ``--max-degree`` declares another
 (a smaller one is refused by the layer before any release).
 
-``--quick`` (75-85 s on one thread): 200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges,
-100 training epochs. ``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20),
-4 attack edges, 10 training epochs (5 for the LinkTeller GCN). On a graph of fewer than 4 m nodes the m canary
-pairs are cut to n // 4 (disjoint pairs need 2 m <= n). Rows go to the CSV as they
+``--quick`` (under 2 minutes on one thread): 200 canaries x 2 runs (GCON: 1 x 100), 40 attack
+edges, 100 training epochs (the LinkTeller GCN's too), the node-level membership experiment at the
+largest finite epsilon and inf only (it took 2.5 to 2.7 minutes on a loaded 2-core machine with
+GCON 1 x 200, the LinkTeller GCN at 200 epochs and the membership experiment at every epsilon).
+``--smoke`` (the tests): epsilon {1, inf}, 20 canaries x 1 run (GCON: 1 x 20), 4 attack edges, 10
+training epochs (5 for the LinkTeller GCN). On a graph of fewer than 4 m nodes the m canary
+pairs are cut to n // 4 (disjoint pairs need 2 m <= n). ``--threads`` (default 1) sets torch's CPU
+threads; ``--out`` (default ``outputs/audit_<dataset>``) gets ``audit_<dataset>.csv``
+(``audit_<dataset>_quick.csv`` or ``_smoke.csv`` in those modes). Rows go to the CSV as they
 finish; progress bars (stderr) follow the LinkTeller queries, the canary releases and the
 membership models.
 
     PYG_PRIVATE_DATA=... python examples/audit_cora.py [--quick] [--out outputs/audit_cora] [--dataset CiteSeer]
+        [--threads 1]
 """
 from __future__ import annotations
 
@@ -70,7 +76,7 @@ from torch import Tensor
 from torch_geometric.nn import APPNP, GCNConv
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import class_sizes, delta_text, edge_delta, labelled, load_clean, num_edges
 from gcon_common import split_sizes
 from pyg_private import PrivacyAccountant
@@ -322,7 +328,10 @@ def run_membership(data, epsilons, seed: int, epochs: int, max_degree: int) -> l
     num_classes = int(data.y.max()) + 1
     delta = 1e-5  # well below 1/n: the one-run bound loses 2 m delta, with m = n here
 
+    started = [time.perf_counter()]  # when the model being attacked started training
+
     def attack(name: str, logits: Tensor, claimed: float) -> Row:
+        seconds, started[0] = time.perf_counter() - started[0], time.perf_counter()
         scores = membership_scores(logits, data.y, "loss")
         res = threshold_attack(scores, members, nonmembers)
         # every node was a member independently with probability 1/2: the one-run bound applies
@@ -330,7 +339,7 @@ def run_membership(data, epsilons, seed: int, epochs: int, max_degree: int) -> l
         bound = one_run_audit(scores, members, guesses=m // 2, delta=delta if math.isfinite(claimed) else 0.0,
                               confidence=CONFIDENCE)
         return Row(name, claimed, "membership (loss threshold)", res.auc, lower_bound=bound.epsilon,
-                   ceiling=bound.ceiling, canaries=m)
+                   ceiling=bound.ceiling, canaries=m, seconds=seconds)
 
     gcn = train_gcn(sub, sub.edge_index, everyone, seed, epochs=epochs)
     with torch.no_grad():
@@ -381,19 +390,20 @@ def main() -> None:
     parser.add_argument("--max-degree", type=int, default=None,
                         help="the node-level bound of the membership experiment (default: the largest degree "
                              "of the full graph, the public universe here; see the module notes)")
-    parser.add_argument("--quick", action="store_true", help="200 canaries x 2 runs (GCON: 1 x 200), 40 attack edges")
+    parser.add_argument("--quick", action="store_true",
+                        help="200 canaries x 2 runs (GCON: 1 x 100), 40 attack edges, 100 epochs, membership at the "
+                             "largest finite epsilon and inf (under 2 minutes on one thread)")
     parser.add_argument("--smoke", action="store_true", help="a tiny audit end to end (the tests)")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default=None, help="default: outputs/audit_<dataset>")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV", default=None, default_text="outputs/audit_<dataset>")
     args = parser.parse_args()
     epochs = 200
     if args.quick:
-        args.canaries, args.runs, args.gcon_runs, args.attack_edges, epochs = 200, 2, 200, 40, 100
+        args.canaries, args.runs, args.gcon_runs, args.attack_edges, epochs = 200, 2, 100, 40, 100
     if args.smoke:
         args.canaries, args.runs, args.gcon_runs, args.attack_edges, epochs = 20, 1, 20, 4, 10
     epsilons = args.epsilons or ([1.0, math.inf] if args.smoke else list(EPSILONS))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore", UntrackedPrivacyWarning)
 
     data = load_clean(parser, args.dataset)  # cleaned: self-loops dropped, duplicate / one-way entries merged
@@ -425,7 +435,8 @@ def main() -> None:
     nodes = sample_attack_nodes(ei, n, args.attack_edges, generator=torch.Generator().manual_seed(1))
     canaries = sample_canary_pairs(ei, n, args.canaries, generator=torch.Generator().manual_seed(2))
     rows: list[Row] = []
-    writer = CsvWriter(os.path.join(out, f"audit_{file_stem(args.dataset)}.csv"))
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    writer = CsvWriter(output_stem(out, f"audit_{file_stem(args.dataset)}", mode) + ".csv")
 
     def emit(new: list[Row]) -> None:
         _print(new)
@@ -435,7 +446,7 @@ def main() -> None:
 
     # the PyG references: a trained GCN (LinkTeller's original target) and APPNP's propagation
     t0 = time.perf_counter()
-    gcn = train_gcn(data, ei, data.train_mask, seed=0, epochs=5 if args.smoke else 200)
+    gcn = train_gcn(data, ei, data.train_mask, seed=0, epochs=5 if args.smoke else epochs)
     queries = 1 + nodes.numel()
     res = linkteller_attack(_ticking(lambda f: gcn(f, ei), queries, "  PyG GCN LinkTeller queries"), data.x, ei, nodes)
     new = [Row("PyG GCN (trained)", math.inf, "LinkTeller", res.auc, queries=res.queries,
@@ -469,7 +480,11 @@ def main() -> None:
         emit(new)
 
     say("\nmembership inference (train on members' subgraph, query on the full graph)")
-    emit(run_membership(data, epsilons, seed=4, epochs=epochs, max_degree=max_degree))
+    member_epsilons = epsilons
+    if args.quick:  # the node-level DP-SGD runs dominate: the largest finite epsilon (and inf) only
+        finite = [e for e in epsilons if math.isfinite(e)]
+        member_epsilons = [e for e in epsilons if not math.isfinite(e) or e == max(finite)]
+    emit(run_membership(data, member_epsilons, seed=4, epochs=epochs, max_degree=max_degree))
     writer.close()
     _summary(rows)
     say(f"wrote {writer.path}")

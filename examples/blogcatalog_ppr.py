@@ -30,26 +30,27 @@ Planetoid and CitationFull graph and the chains work too). Isolated nodes are fi
 without edges keeps its restart mass. delta = 1/#edges of the graph, as the paper.
 
 ``--quick`` (under 2 minutes on one thread): 20 seeds, epsilon {0.1, 1}, eta in
-{1e-8, 1e-6, 1e-4}; Edge-Flipping randomises the whole graph once per release (about 12 s on
-BlogCatalog), so it dominates. ``--smoke``: 5 seeds, epsilon 1, eta 1e-6, K = 20,
-NoisyPPRDiffusion and DP-PushFlowCap only (the tests). Rows go to the CSV as they finish;
-progress bars go to stderr.
+{1e-8, 1e-6, 1e-4}, Edge-Flipping at epsilon 1 only: it randomises the whole graph once per release
+(about 12 s on BlogCatalog at epsilon 1 on a quiet machine, several times that at 0.1, where it
+flips far more pairs), so it dominates. ``--smoke``: 5 seeds, epsilon 1, eta 1e-6, K = 20,
+NoisyPPRDiffusion and DP-PushFlowCap only (the tests). ``--threads`` (default 1) sets torch's CPU
+threads. Rows go to the CSV as they finish; progress bars go to stderr.
 
-    python examples/blogcatalog_ppr.py [--seeds 100] [--methods noisy push flip] [--threads 2] [--quick]
-        [--dataset Cora]
+    python examples/blogcatalog_ppr.py [--seeds 100] [--methods noisy push flip] [--threads 1] [--quick]
+        [--dataset Cora] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 import warnings
 
 import torch
 
 from example_data import add_dataset_argument, file_stem, load_or_exit, spec
-from example_io import CsvWriter, finish_figure, progress, say
+from example_io import (CsvWriter, add_out_argument, add_threads_argument, epsilon_axis, finish_figure, output_stem,
+                        progress, say)
 from pyg_private import PrivacyAccountant
 from pyg_private.metrics import ndcg_at_k, recall_at_k
 from pyg_private.nn import DPPushFlowCap, EdgeFlippingPPR, NoisyPPRDiffusion
@@ -94,10 +95,11 @@ def main() -> None:
                     help="default: noisy push flip (--smoke: noisy push)")
     ap.add_argument("--rank-seed", action="store_true", help="keep the seed itself in the rankings")
     ap.add_argument("--random-seed", type=int, default=123, help="seed of the seed sample and the noise")
-    ap.add_argument("--quick", action="store_true", help="20 seeds, 2 epsilons, 3 etas")
+    ap.add_argument("--quick", action="store_true",
+                    help="20 seeds, 2 epsilons, 3 etas, Edge-Flipping at the larger epsilon only")
     ap.add_argument("--smoke", action="store_true", help="one tiny configuration per method (the tests)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    ap.add_argument("--out", default="outputs", help="folder for the CSV and the PNG")
+    add_threads_argument(ap)
+    add_out_argument(ap, "the CSV and the PNG")
     args = ap.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     args.seeds = args.seeds or {"smoke": 5, "quick": 20, "full": 100}[mode]
@@ -106,8 +108,7 @@ def main() -> None:
     args.etas = args.etas or {"smoke": [1e-6], "quick": [1e-8, 1e-6, 1e-4], "full": list(ETAS)}[mode]
     args.methods = args.methods or (["noisy", "push"] if args.smoke else ["noisy", "push", "flip"])
     warnings.simplefilter("ignore", UserWarning)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
 
     data = load_or_exit(ap, args.dataset, classification=False)
     name = spec(args.dataset).label
@@ -124,9 +125,11 @@ def main() -> None:
     say(f"noise-free lazy PPR of all seeds: {time.perf_counter() - t0:.2f} s")
 
     rows = []
-    stem = os.path.join(args.out, f"{file_stem(args.dataset)}_ppr" + ("" if mode == "full" else f"_{mode}"))
+    stem = output_stem(args.out, f"{file_stem(args.dataset)}_ppr", mode)
+    # --quick: Edge-Flipping at the largest epsilon only (at 0.1 it flips ~45% of all node pairs: 90 s)
+    flip_epsilons = [max(args.epsilons)] if mode == "quick" else args.epsilons
     todo = [(eps, method, eta) for eps in args.epsilons for method in args.methods
-            for eta in (args.etas if method != "flip" else [None])]
+            for eta in (args.etas if method != "flip" else [None]) if method != "flip" or eps in flip_epsilons]
     with CsvWriter(stem + ".csv") as writer:
         for eps, method, eta in progress(todo, desc=f"{name} eps x method x eta"):
             acct = PrivacyAccountant(budget={"edge": (eps, delta)})
@@ -161,6 +164,8 @@ def main() -> None:
         f"{'Recall@' + str(args.top_k):>22} {'spent eps':>10}")
     for eps in args.epsilons:
         for method in args.methods:
+            if (NAMES[method], eps) not in best:  # --quick: no Edge-Flipping at the smaller epsilon
+                continue
             r = best[(NAMES[method], eps)]
             eta = f"{r['eta']:.0e}" if r["eta"] != "" else "-"
             say(f"{eps:>8g} {r['method']:<18} {eta:>7} {r['ndcg']:>12.3f} ± {r['ndcg_ci']:.3f}   "
@@ -182,11 +187,12 @@ def main() -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, metric in zip(axes, ("ndcg", "recall")):
         for i, method in enumerate(args.methods):  # a small offset per method keeps the error bars apart
-            pts = [best[(NAMES[method], eps)] for eps in args.epsilons]
-            ax.errorbar([e * 1.04 ** (i - 1) for e in args.epsilons], [p[metric] for p in pts],
+            ran = [eps for eps in args.epsilons if (NAMES[method], eps) in best]
+            pts = [best[(NAMES[method], eps)] for eps in ran]
+            ax.errorbar([e * 1.04 ** (i - 1) for e in ran], [p[metric] for p in pts],
                         yerr=[p[metric + "_ci"] for p in pts],
                         marker="o", capsize=3, label=f"{NAMES[method]} (mean, 95% CI)")
-        ax.set_xscale("log")
+        epsilon_axis(ax, args.epsilons)
         ax.set_xlabel("epsilon (personalized edge-level, delta = 1/#edges)")
         ax.set_ylabel(f"{'NDCG' if metric == 'ndcg' else 'Recall'}@{args.top_k}")
         ax.set_title(f"{' vs '.join(NAMES[m] for m in args.methods)}: {'NDCG' if metric == 'ndcg' else 'Recall'}"

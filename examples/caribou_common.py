@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 from torch_geometric.data import Data
 
 from example_data import spec
-from example_io import CsvWriter, finish_figure, progress, say
+from example_io import CsvWriter, epsilon_axis, finish_figure, progress, say
 from example_protocol import load_clean, random_labelled_split
 from pyg_private.datasets import attach_split
 from pyg_private.models import CaribouConfig, ProGAPConfig, search_caribou, search_progap
@@ -222,7 +222,7 @@ def plot(rows: list[dict], datasets: Sequence[str], path: str) -> None:
             paper = [r["paper_mean"] for r in sel]
             if not all(math.isnan(p) for p in paper):
                 ax.plot(eps, paper, "x--", color=color, alpha=0.6, label=f"{method} (paper, Table 9 mean)")
-        ax.set_xscale("log", base=2)
+        epsilon_axis(ax, [r["epsilon"] for r in rows if r["dataset"] == name], base=2)
         ax.set_title(f"{', '.join(methods)} on {name}", fontsize=9)
         ax.set_xlabel("epsilon (edge level)")
         ax.set_ylabel("test accuracy (%)")

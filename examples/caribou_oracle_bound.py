@@ -1,6 +1,7 @@
 """How much class signal survives CARIBOU's calibrated noise on Cora: an oracle bound.
 
     python examples/caribou_oracle_bound.py [--quick] [--epsilons 1 4] [--runs 3] [--threads 1]
+        [--dataset Cora] [--out outputs]
 
 The aggregation of CARIBOU (ContractiveGraphLayer, min_degree=0, the only valid declaration on
 Cora) is fed an **oracle** signal: every node's row is its *true* label's one-hot prototype, the
@@ -22,27 +23,35 @@ non-private figures are reproduced). K in {1, 2, 4, 6} (contraction 0.9) is sele
 the validation nodes. Every release is charged to its own accountant (this is an analysis, not a
 private pipeline: the oracle rows are the labels). Prints mean ± std over the runs; a progress bar
 goes to stderr.
+
+**Any dataset** (``--dataset``, default Cora; any name of ``example_data.NAMES`` with node features
+and single labels). The graph is cleaned first (``example_protocol.load_clean``: the recipes'
+deterministic, 1-stable map; Cora is simple already) and the splits are drawn over its **labelled**
+nodes (``y >= 0``: an unlabelled node gets a zero oracle row and is in no split; a chain is the one
+generated with seed 0). On Cora, whose nodes are all labelled, the splits are the ones this script
+always drew.
+
+``--quick`` (under 2 minutes on one thread on Cora): one run, K in {2, 4}. ``--smoke``: one run,
+one protocol, K = 2, 20 epochs (the tests). ``--threads`` (default 1) sets torch's CPU threads.
+Every selected model's accuracies are written to ``<out>/<dataset>_oracle_bound.csv`` as soon as
+they are measured (``--out``, default ``outputs``; ``_quick`` or ``_smoke`` appended in those modes).
 """
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+from torch_geometric.nn import MLP
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
-
-from pyg_private import PrivacyAccountant  # noqa: E402
-from pyg_private.datasets import load_cora, random_split  # noqa: E402
-from pyg_private.models.recipe_inputs import clean_graph  # noqa: E402
-from pyg_private.models.node_training import accuracy, fit_full_batch  # noqa: E402
-from pyg_private.nn import ContractiveGraphLayer  # noqa: E402
-from pyg_private.transforms import l2_row_normalize  # noqa: E402
-from torch_geometric.nn import MLP  # noqa: E402
+from example_data import add_dataset_argument, file_stem, spec
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
+from example_protocol import labelled, load_clean, num_edges, random_labelled_split
+from pyg_private import PrivacyAccountant
+from pyg_private.models.node_training import accuracy, fit_full_batch
+from pyg_private.nn import ContractiveGraphLayer
+from pyg_private.transforms import l2_row_normalize
 
 PROTOCOLS = {"10/rest/20": (0.1, None, 0.2), "70/10/20": (0.7, 0.1, 0.2)}
 
@@ -72,50 +81,64 @@ def _encoder_x0(x, y, train, seed, epochs=200):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_dataset_argument(parser, "Cora")
     parser.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 4.0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="one run, K in {2, 4}")
+    parser.add_argument("--quick", action="store_true", help="one run, K in {2, 4} (under 2 minutes on one thread)")
     parser.add_argument("--smoke", action="store_true", help="one run, one protocol, K = 2, 20 epochs (a test of the script)")
-    parser.add_argument("--threads", type=int, default=1)
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     runs = 1 if args.quick or args.smoke else args.runs
     ks = (2,) if args.smoke else (2, 4) if args.quick else (1, 2, 4, 6)
     protocols = dict(list(PROTOCOLS.items())[:1]) if args.smoke else PROTOCOLS
     epochs = 20 if args.smoke else 200
-    data = load_cora()
-    x, y = data.x.float(), data.y
-    ei = clean_graph(data.edge_index, data.num_nodes)  # the recipes' 1-stable cleaning (Cora is simple already)
-    delta = 1.0 / (ei.size(1) // 2)  # the examples' rule: 1/|E|, undirected edges of the cleaned graph
-    oracle = F.one_hot(y).float()  # unit rows: the true label's prototype
+    data = load_clean(parser, args.dataset)  # the recipes' 1-stable cleaning (Cora is simple already)
+    name = spec(args.dataset).label
+    x, y, ei = data.x.float(), data.y, data.edge_index
+    delta = 1.0 / max(num_edges(data), 1)  # the examples' rule: 1/|E|, undirected edges of the cleaned graph
+    known = labelled(y)
+    classes = int(y[known].max()) + 1
+    oracle = torch.zeros(data.num_nodes, classes)  # unit rows: the true label's prototype (zero: label unknown)
+    oracle[known] = F.one_hot(y[known], classes).float()
     results: dict[tuple, list[float]] = {}
     total = len(protocols) * runs * len(args.epsilons) * len(ks)
-    with tqdm(total=total, desc="oracle bound", file=sys.stderr) as bar:
+    path = output_stem(args.out, f"{file_stem(args.dataset)}_oracle_bound", mode) + ".csv"
+    with CsvWriter(path) as writer, progress(total=total, desc=f"{name} oracle bound") as bar:
+
+        def record(proto: str, run: int, model: str, eps, val: float, test: float, k: int | None = None) -> None:
+            results.setdefault((proto, model, eps), []).append(test)
+            writer.write({"dataset": name, "protocol": proto, "run": run, "model": model, "epsilon": eps,
+                          "delta": delta, "K": "" if k is None else k, "val": 100 * val, "test": 100 * test})
+
         for proto, (tr, va, te) in protocols.items():
             for run in range(runs):
-                masks = random_split(data.num_nodes, tr, va, te, seed=run)
+                masks = random_labelled_split(y, tr, va, te, seed=run)
                 x0 = _encoder_x0(x, y, masks[0], seed=run, epochs=epochs)
-                results.setdefault((proto, "real X0 alone", "-"), []).append(_train_eval(x0, y, masks, run, epochs)[1])
+                record(proto, run, "real X0 alone", "-", *_train_eval(x0, y, masks, run, epochs))
                 for eps in args.epsilons:
-                    best = {"oracle X^K alone": (-1.0, 0.0), "oracle X^K + real X0": (-1.0, 0.0)}
+                    best = {"oracle X^K alone": (-1.0, 0.0, 0), "oracle X^K + real X0": (-1.0, 0.0, 0)}
                     for k in ks:
                         layer = ContractiveGraphLayer(k, 0.9, 1.0, 0.0, min_degree=0, epsilon=eps, delta=delta,
                                                       accountant=PrivacyAccountant(),
                                                       generator=torch.Generator().manual_seed(run))
                         xk = layer(oracle, ei).float()
-                        for name, feats in (("oracle X^K alone", xk), ("oracle X^K + real X0", torch.cat([x0, xk], 1))):
+                        both = torch.cat([x0, xk], 1)
+                        for model, feats in (("oracle X^K alone", xk), ("oracle X^K + real X0", both)):
                             val, test = _train_eval(feats, y, masks, run, epochs)
-                            if val > best[name][0]:
-                                best[name] = (val, test)
+                            if val > best[model][0]:
+                                best[model] = (val, test, k)
                         bar.update(1)
-                    for name, (_, test) in best.items():
-                        results.setdefault((proto, name, eps), []).append(test)
-    print(f"Cora, ContractiveGraphLayer(K in {ks}, C_L=0.9, min_degree=0), delta = 1/|E| = 1/{ei.size(1) // 2} "
-          f"= {delta:.3g}, {runs} run(s); "
-          "test accuracy %, mean ± std")
-    for (proto, name, eps), accs in results.items():
+                    for model, (val, test, k) in best.items():
+                        record(proto, run, model, eps, val, test, k)
+    say(f"{name}, ContractiveGraphLayer(K in {ks}, C_L=0.9, min_degree=0), delta = 1/|E| = 1/{num_edges(data)} "
+        f"= {delta:.3g}, {runs} run(s); test accuracy %, mean ± std")
+    for (proto, model, eps), accs in results.items():
         spread = f" ± {100 * statistics.stdev(accs):.1f}" if len(accs) > 1 else ""
-        print(f"{proto:<11} {name:<22} eps={eps!s:<5} {100 * statistics.mean(accs):5.1f}{spread}")
+        say(f"{proto:<11} {model:<22} eps={eps!s:<5} {100 * statistics.mean(accs):5.1f}{spread}")
+    say(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -51,21 +51,25 @@ its **labelled** nodes (``y >= 0``) and the K set {1, 2, 3, 5, 9, 15}; the oracl
 computed for the chains only (it reads their one-hot head nodes).
 
 ``--quick`` (under 2 minutes on one thread): the four chains at epsilon {1, 8}, 2 runs, 2 K
-values, C_L = 0.9, raw features (4 CARIBOU, 2 GAP, 1 MLP configurations), a 4-point ceiling
-search on 100 draws and no noise-std search. ``--smoke``: one tiny configuration per method
-on Chain-S (the tests). The CSV is written row by row (an interrupted run keeps what it
-finished); progress bars go to stderr.
+values, C_L = 0.9, raw features (4 CARIBOU, 2 GAP, 1 MLP configurations) trained for 100 epochs
+(not 200: 150 s on a loaded 2-core machine before), a 4-point ceiling search on 100 draws and no
+noise-std search. ``--smoke``: one tiny configuration per method
+on Chain-S (the tests). ``--threads`` (default 1) sets torch's CPU threads; ``--out`` (default
+``outputs``) gets ``chains_caribou.csv`` and ``.png`` (``_quick`` or ``_smoke`` appended in those
+modes). The chains are generated (no files); ``--datasets`` (or ``--dataset``) takes the offline
+graphs too. The CSV is written row by row (an interrupted run keeps what it finished); progress
+bars go to stderr.
 
 Every release uses a seeded generator: reproducible, and for that reason not private.
 
     python examples/chains_caribou.py [--datasets Chain-S Chain-M] [--quick] [--no-ceiling] [--degree-floor 1]
+        [--threads 1] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
-import os
 import time
 import warnings
 
@@ -74,7 +78,7 @@ from scipy.stats import norm
 
 from caribou_common import EPSILONS, HEADER, bounds_from, load_runs, paper_value, plot, run_grid
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import DELTA_RULE, edge_delta, header
 from pyg_private.datasets import CHAIN_PRESETS
 from pyg_private.models import CaribouConfig, config_grid
@@ -95,7 +99,7 @@ def k_set(name: str, mode: str) -> tuple:
 def grids(name: str, mode: str) -> dict[str, list[CaribouConfig]]:
     """The searched configurations of ``name``: ``mode`` is ``"full"``, ``"quick"`` or ``"smoke"``."""
     ks = k_set(name, mode)
-    base = CaribouConfig(lr=1e-2, epochs=20 if mode == "smoke" else 200)
+    base = CaribouConfig(lr=1e-2, epochs={"smoke": 20, "quick": 100, "full": 200}[mode])
     raw = dataclasses.replace(base, encoder_dim=None, normalize="clip")
     if mode != "full":
         x0 = (True, False) if mode == "quick" else (True,)
@@ -183,8 +187,7 @@ def std_needed(name: str, data, target: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_dataset_argument(parser, "Chain-S", nargs="+")
-    parser.set_defaults(datasets=list(CHAIN_PRESETS))
+    add_dataset_argument(parser, list(CHAIN_PRESETS), nargs="+")
     parser.add_argument("--epsilons", nargs="+", type=float, default=None,
                         help="default: 1 2 4 8 16 32 inf (--quick: 1 8; --smoke: 1)")
     parser.add_argument("--runs", type=int, default=None, help="default 3 (--quick: 2, --smoke: 1)")
@@ -195,16 +198,15 @@ def main() -> None:
                         help="only print the noise std the oracle needs for the paper's epsilon = 1 figures")
     parser.add_argument("--degree-floor", type=int, default=None, metavar="D",
                         help="declare min_degree=D with the degree floor (normalise by max(deg, D))")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", default="outputs")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV and the PNG")
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.smoke and args.datasets == list(CHAIN_PRESETS):
         args.datasets = ["Chain-S"]
     epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 8.0], "full": list(EPSILONS)}[mode]
     runs = args.runs or {"smoke": 1, "quick": 2, "full": 3}[mode]
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     # the declared public bound: 0 (valid for every graph), or D enforced by the floor
     bounds = bounds_from(args.degree_floor)
@@ -217,16 +219,17 @@ def main() -> None:
         return
     rows = []
     labels = [spec(n).label for n in args.datasets]
-    stem = os.path.join(args.out, ("chains_caribou" if set(labels) <= set(CHAIN_PRESETS)
-                                   else "_".join(file_stem(n) for n in args.datasets) + "_caribou")
-                        + ("" if mode == "full" else f"_{mode}"))
+    stem = output_stem(args.out, "chains_caribou" if set(labels) <= set(CHAIN_PRESETS)
+                       else "_".join(file_stem(n) for n in args.datasets) + "_caribou", mode)
     say(f"{mode} grid; epsilons {' '.join(f'{e:g}' for e in epsilons)}; {runs} run(s); declared {bounds}; "
         f"{DELTA_RULE}")
     say(HEADER)
+    seeds = list(range(runs))
+    # every graph loaded before anything runs: an absent one stops the script at once, with one line
+    loaded = {dataset: load_runs(parser, dataset, seeds) for dataset in args.datasets}
     with CsvWriter(stem + ".csv") as writer:
         for dataset, name in zip(args.datasets, progress(labels, desc="datasets")):
-            seeds = list(range(runs))
-            datasets = load_runs(parser, dataset, seeds)
+            datasets = loaded[dataset]
             delta = edge_delta(datasets[0])  # 1/|E| of the cleaned graph
             is_chain = name in CHAIN_PRESETS
             say(header(datasets[0], dataset))

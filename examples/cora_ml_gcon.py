@@ -12,8 +12,11 @@ generator: reproducible, and for that reason not private. Needs the Cora-ML file
 Any dataset: ``--dataset`` (any name of ``example_data.NAMES`` with node features; see
 ``gcon_common.py`` for the cleaning and the split of the labelled nodes on other graphs).
 ``--quick`` runs in under 2 minutes on one thread; ``--smoke`` one tiny configuration.
+``--threads`` (default 1) sets torch's CPU threads; ``--out`` (default ``outputs``) gets the CSV
+and the PNG, with a ``_quick`` suffix for a quick run.
 
-    python examples/cora_ml_gcon.py [--epsilons 1 4] [--runs 10] [--quick] [--dataset CiteSeer]
+    python examples/cora_ml_gcon.py [--epsilons 1 4] [--runs 10] [--quick] [--dataset CiteSeer] [--threads 1]
+        [--out outputs]
 """
 from gcon_common import run_experiment
 

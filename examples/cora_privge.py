@@ -36,17 +36,18 @@ classification at epsilon {1, inf} for every mechanism (HDS k in {20, 200}, r in
 the others one setting), 2 runs, search on 1; link prediction at epsilon {1, inf} for HDS and
 the non-private reference only, 1 run, the link head trained for at most 50 epochs (not 200).
 ``--smoke``: HDS only, one configuration per task, 1 run,
-short training (the tests). Rows go to the CSV as they finish; progress bars go to stderr.
+short training (the tests). ``--threads`` (default 1) sets torch's CPU threads; ``--out`` (default
+``outputs``) gets ``<dataset>_privge.csv`` and ``.png`` (``_quick`` or ``_smoke`` appended in those
+modes). Rows go to the CSV as they finish; progress bars go to stderr.
 
     PYG_PRIVATE_DATA=... python examples/cora_privge.py [--quick] [--runs 10] [--epsilons 1 5 inf]
-        [--dataset CiteSeer]
+        [--dataset CiteSeer] [--threads 1] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
-import os
 import statistics
 import sys
 import time
@@ -55,7 +56,8 @@ import warnings
 import torch
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, finish_figure, progress, say
+from example_io import (CsvWriter, add_out_argument, add_threads_argument, epsilon_axis, finish_figure, output_stem,
+                        progress, say)
 from example_protocol import labelled, load_clean, num_edges, random_labelled_split
 from pyg_private.datasets import attach_split
 from pyg_private.models.privge import (PrivGEConfig, link_split, privge_grid, run_privge_link, run_privge_node,
@@ -221,6 +223,8 @@ def plot(rows: list[dict], path: str, name: str = "Cora", paper: bool = True) ->
         return
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 3.8), squeeze=False)
     for ax, task in zip(axes[0], tasks):
+        ticks = sorted({r["epsilon"] for r in rows if r["task"] == task and math.isfinite(r["epsilon"])}
+                       | (set(e for m in MECHS for e in PAPER_LINK.get(m, {})) if task == "link" and paper else set()))
         for i, mech in enumerate(MECHS):
             sel = sorted((r for r in rows if r["task"] == task and r["mechanism"] == LABEL[mech]),
                          key=lambda r: r["epsilon"])
@@ -237,7 +241,7 @@ def plot(rows: list[dict], path: str, name: str = "Cora", paper: bool = True) ->
             ax.axhline(sel[0]["test_mean"], color="k", ls="--", label="non-private (ours, mean)")
         if task == "link" and paper:
             ax.axhline(PAPER_LINK["none"][math.inf][0], color="gray", ls=":", label="non-private (paper)")
-        ax.set_xscale("log")
+        epsilon_axis(ax, ticks)  # a tick at each epsilon run: a quick run's one epsilon stays readable
         ax.set_xlabel("epsilon (local DP, per node)")
         ax.set_ylabel("test accuracy (%)" if task == "node" else "test ROC-AUC (%)")
         ax.set_title(f"PrivGE (HDS) vs LP, PM, MB on {name}: "
@@ -266,8 +270,8 @@ def main() -> None:
                    help="the declared feature range; every entry is clamped into it (default: 0 1)")
     p.add_argument("--quick", action="store_true", help="a small grid, fewer runs (see the module notes)")
     p.add_argument("--smoke", action="store_true", help="one configuration per task, 1 run (the tests)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--out", default="outputs")
+    add_threads_argument(p)
+    add_out_argument(p, "the CSV and the PNG")
     args = p.parse_args()
     args.mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     args.runs = args.runs or {"smoke": 1, "quick": 2, "full": 10}[args.mode]
@@ -276,8 +280,7 @@ def main() -> None:
     all_mechs = list(MECHS + ("none",))
     node_mechs = args.mechanisms or (["hds"] if args.smoke else all_mechs)
     link_mechs = args.mechanisms or {"smoke": ["hds"], "quick": ["hds", "none"], "full": all_mechs}[args.mode]
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     if args.epsilons is None:
         node_eps = list(NODE_EPSILONS) if args.mode == "full" else [1.0]
@@ -302,8 +305,7 @@ def main() -> None:
         f"features (clamped into [{lo:g}, {hi:g}]); pure epsilon-LDP, no delta; {args.runs} node runs, "
         f"{args.link_runs} link runs, search on the first {args.search_runs}; {args.mode} grid")
     rows: list[dict] = []
-    stem = os.path.join(args.out, f"{file_stem(args.dataset)}_privge" + ("" if args.mode == "full"
-                                                                         else f"_{args.mode}"))
+    stem = output_stem(args.out, f"{file_stem(args.dataset)}_privge", args.mode)
     with CsvWriter(stem + ".csv") as writer:
         if "node" in args.tasks:
             # 50 / 25 / 25 of the labelled nodes (all of them, where every label is known)

@@ -11,16 +11,17 @@ feature dimension; nothing is read off the graph but its size. The graph is clea
 recipes' deterministic map, ``pyg_private/models/recipe_inputs.py``) and the 50/25/25 splits are
 drawn over the **labelled** nodes (``y >= 0``). Non-private: no epsilon, no delta. ``--quick`` (under 2 minutes
 on one thread): 2 splits instead of 5. ``--smoke``: the real features and one random
-variant, 1 split, a short head training (the tests). One CSV row per variant, written as it
-finishes; progress bars go to stderr.
+variant, 1 split, a short head training (the tests). ``--threads`` (default 1) sets torch's CPU
+threads; ``--out`` (default ``outputs``) gets ``<dataset>_privge_random_features.csv`` (``_quick`` or
+``_smoke`` appended in those modes). One CSV row per variant, written as it finishes; progress bars
+go to stderr.
 
-    python examples/cora_privge_random_features.py [--quick] [--dataset CiteSeer]
+    python examples/cora_privge_random_features.py [--quick] [--dataset CiteSeer] [--threads 1] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import time
 import warnings
@@ -28,7 +29,7 @@ import warnings
 import torch
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import load_clean, random_labelled_split
 from pyg_private.datasets import attach_split
 from pyg_private.models.privge import PrivGEConfig, run_privge_node
@@ -51,8 +52,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, help="splits (default 5; --quick: 2; --smoke: 1)")
     parser.add_argument("--quick", action="store_true", help="2 splits")
     parser.add_argument("--smoke", action="store_true", help="two variants, 1 split, short training (the tests)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
-    parser.add_argument("--out", default="outputs")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV")
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     runs = args.runs or {"smoke": 1, "quick": 2, "full": 5}[mode]
@@ -72,8 +73,7 @@ def main() -> None:
     if args.smoke:
         variants = {k: v for k, v in variants.items() if k in ("sparse k=20 uniform", "real features")}
     say(f"{name}: {n} nodes, {d} features; {runs} split(s) 50/25/25; test accuracy mean ± std over the splits")
-    stem = os.path.join(args.out, f"{file_stem(args.dataset)}_privge_random_features"
-                        + ("" if mode == "full" else f"_{mode}"))
+    stem = output_stem(args.out, f"{file_stem(args.dataset)}_privge_random_features", mode)
     with CsvWriter(stem + ".csv") as writer:
         for variant, make in progress(list(variants.items()), desc="feature variants"):
             accs = []

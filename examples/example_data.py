@@ -46,7 +46,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from torch_geometric.data import Data
 
@@ -148,25 +148,33 @@ def file_stem(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", spec(name).label.lower()).strip("_")
 
 
-def _how_to_get(s: DatasetSpec, target: Path) -> str:
+def _what_to_download(s: DatasetSpec) -> str:
     if s.collection == "Planetoid":
-        what = f"{_PLANETOID_URL}/ind.{s.name.lower()}.{{{','.join(_PLANETOID_EXT)}}}"
-    elif s.collection == "CitationFull":
-        what = f"{_CITATION_FULL_URL}/{s.name.lower()}.npz"
-    elif s.collection == "FacebookPagePage":
-        what = (f"{_FACEBOOK_PAGE_URL} (PyG's copy, 128 reduced features; the 4,714-feature version is "
+        return f"{_PLANETOID_URL}/ind.{s.name.lower()}.{{{','.join(_PLANETOID_EXT)}}}"
+    if s.collection == "CitationFull":
+        return f"{_CITATION_FULL_URL}/{s.name.lower()}.npz"
+    if s.collection == "FacebookPagePage":
+        return (f"{_FACEBOOK_PAGE_URL} (PyG's copy, 128 reduced features; the 4,714-feature version is "
                 f"the MUSAE release at {_MUSAE_URL}, its facebook_edges, facebook_features and "
                 "facebook_target turned into the npz keys edges, features (dense), target)")
-    elif s.collection in ("Amazon", "Coauthor"):
-        what = f"{_SHCHUR_URL}/{s.raw_files[0]}"
-    elif s.collection == "LINKX":
-        what = f"{_LINKX_URL}/{s.name.capitalize()}.mat, saved as {s.raw_files[0]},"
-    else:
-        what = (f"the files {', '.join(s.raw_files)} of the ASU social-computing release of BlogCatalog "
-                "(Tang & Liu 2009; 10,312 nodes, 333,983 edges, 39 groups; no stable public URL)")
+    if s.collection in ("Amazon", "Coauthor"):
+        return f"{_SHCHUR_URL}/{s.raw_files[0]}"
+    if s.collection == "LINKX":
+        return f"{_LINKX_URL}/{s.name.capitalize()}.mat, saved as {s.raw_files[0]},"
+    return (f"the files {', '.join(s.raw_files)} of the ASU social-computing release of BlogCatalog "
+            "(Tang & Liu 2009; 10,312 nodes, 333,983 edges, 39 groups; no stable public URL)")
+
+
+def _how_to_get(s: DatasetSpec, target: Path) -> str:
+    """Where the data comes from: the files to download and the folder to put them in (offline),
+    and PyG's own download on a machine with a network (every collection but BlogCatalog)."""
     cached = cache_dir() / s.collection / s.raw_subdir
     where = f"{target}" if target == cached else f"{target} (or into the cache {cached})"
-    return f"download {what} into {where}"
+    text = f"download {_what_to_download(s)} into {where}"
+    if s.collection != "BlogCatalog":  # the one collection PyG has no downloader for
+        text += (f"; or, on a machine with a network, leave PYG_PRIVATE_DATA unset and PyG downloads it "
+                 f"into the cache {cache_dir() / s.collection}")
+    return text
 
 
 def _present(folder: Path, files: list[str]) -> bool:
@@ -235,8 +243,15 @@ def load_dataset(name: str, *, seed: int = 0) -> Data:
             return LINKXDataset(root, s.name)[0]
         return load_blogcatalog(root)
     except Exception as exc:  # a failed download (no network), a missing or broken raw file
-        raise DatasetUnavailable(f"{s.label} ({s.collection}) could not be loaded ({type(exc).__name__}: {exc}). "
-                                 "To use it, " + _how_to_get(s, Path(root) / s.raw_subdir)) from exc
+        reason = " ".join(str(exc).split())  # one line, whatever the exception prints
+        if data_dir() is None and s.collection != "BlogCatalog":  # PyG's download was tried and failed
+            how = (f"PyG downloads it on a machine with a network; without one, download {_what_to_download(s)} "
+                   f"into {Path(root) / s.raw_subdir}, or set PYG_PRIVATE_DATA to an offline folder that holds "
+                   f"{s.collection}/{s.raw_subdir}/{s.raw_files[0]}")
+        else:
+            how = "To use it, " + _how_to_get(s, Path(root) / s.raw_subdir)
+        raise DatasetUnavailable(f"{s.label} ({s.collection}) could not be loaded ({type(exc).__name__}: {reason}). "
+                                 + how) from exc
 
 
 def check_node_classification(data: Data, name: str) -> None:
@@ -252,13 +267,21 @@ def check_node_classification(data: Data, name: str) -> None:
 def load_or_exit(parser: argparse.ArgumentParser, name: str, *, seed: int = 0,
                  classification: bool = True) -> Data:
     """:func:`load_dataset`, with an unknown, unavailable or unsuitable dataset reported as a
-    one-line error of ``parser`` (exit status 2, no traceback)."""
+    one-line error (exit status 2, no traceback).
+
+    An absent dataset is not a usage error: its message (``prog: error: ...``, one line saying where
+    the data comes from: the offline folder, or PyG's download on a machine with a network) is
+    printed without the usage. An unknown or unsuitable name is reported by ``parser.error`` (the
+    usage, then the error line)."""
     try:
         data = load_dataset(name, seed=seed)
         if classification:
             check_node_classification(data, name)
         return data
-    except (ValueError, DatasetUnavailable) as exc:
+    except DatasetUnavailable as exc:
+        parser.exit(2, f"{parser.prog}: error: {' '.join(str(exc).split())}\n")
+        raise  # unreachable: parser.exit exits
+    except ValueError as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits
 
@@ -272,13 +295,35 @@ def _dataset_name(value: str) -> str:
     return value
 
 
-def add_dataset_argument(parser: argparse.ArgumentParser, default: str, *, nargs: Optional[str] = None) -> None:
-    """``--dataset`` (or ``--datasets`` with ``nargs="+"``) with the accepted names in its help;
-    an unknown name is a usage error."""
-    flag = "--datasets" if nargs else "--dataset"
-    parser.add_argument(flag, nargs=nargs, type=_dataset_name, default=[default] if nargs else default,
-                        help=f"one of {', '.join(NAMES)} (case-insensitive; offline from $PYG_PRIVATE_DATA) "
-                             f"(default: {default})")
+def add_dataset_argument(parser: argparse.ArgumentParser, default: str | Sequence[str], *,
+                         nargs: Optional[str] = None, extra: Sequence[str] = (),
+                         names: Optional[Sequence[str]] = None) -> None:
+    """``--dataset`` with the accepted names in its help; an unknown name is a usage error.
+
+    With ``nargs="+"`` the option is ``--datasets`` (several names; ``--dataset`` is accepted too) and
+    ``default`` may be a list. ``extra`` are names the script generates itself (no files; loading them
+    is the script's job), accepted and listed first. ``names`` restricts the accepted names of
+    :data:`NAMES` to those the script can run on (default: all)."""
+    allowed = None if names is None else {spec(n) for n in names}
+    names = (*extra, *(NAMES if names is None else names))
+    flags = ("--datasets", "--dataset") if nargs else ("--dataset",)
+
+    def dataset_name(value: str) -> str:
+        for name in extra:
+            if value.strip().lower() == name.lower():
+                return name
+        value = _dataset_name(value)
+        if allowed is not None and spec(value) not in allowed:
+            raise argparse.ArgumentTypeError(f"`--dataset` must be one of {', '.join(names)} here "
+                                             f"(case-insensitive); got {value!r}")
+        return value
+
+    if nargs:
+        default = [default] if isinstance(default, str) else list(default)
+    shown = " ".join(default) if nargs else default
+    parser.add_argument(*flags, dest=flags[0][2:], nargs=nargs, type=dataset_name, default=default,
+                        help=f"one of {', '.join(names)} (case-insensitive; offline from $PYG_PRIVATE_DATA, or "
+                             f"PyG's download on a machine with a network) (default: {shown})")
 
 
 def describe(data: Data, name: str) -> str:

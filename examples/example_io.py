@@ -1,16 +1,58 @@
 """What the example scripts share for their outputs: CSV files written row by row, progress bars
-on stderr, printing that does not break them, and figure finishing (legend outside the data,
-a caption that explains the error bars)."""
+on stderr, printing that does not break them, figure finishing (legend outside the data, a
+caption that explains the error bars), and the options every example takes besides
+``--dataset`` (:func:`add_threads_argument`, :func:`add_out_argument`, :func:`output_stem`).
+
+**The examples' convention.** Every script in ``examples/`` (the helper modules aside) takes
+``--dataset`` (:func:`example_data.add_dataset_argument`), ``--quick`` (under 2 minutes on one
+thread), ``--threads`` (default 1, ``torch.set_num_threads``) and ``--out`` (a folder); a quick
+run writes its own files (a ``_quick`` suffix), never a full run's; rows go to a :class:`CsvWriter`
+as they finish, and anything longer than a few seconds has a :func:`progress` bar on stderr; an
+absent dataset is a one-line error with exit status 2 (:func:`example_data.load_or_exit`).
+``tests/examples/test_example_conventions.py`` checks every script for it."""
 from __future__ import annotations
 
+import argparse
 import csv
+import math
 import os
 import sys
 from typing import Iterable, Optional
 
 from tqdm.auto import tqdm
 
-__all__ = ["CsvWriter", "write_csv", "progress", "say", "finish_figure"]
+__all__ = ["CsvWriter", "write_csv", "progress", "say", "finish_figure", "epsilon_axis", "add_threads_argument",
+           "add_out_argument", "output_stem"]
+
+
+def _threads(value: str) -> int:
+    try:
+        threads = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`--threads` must be an integer >= 1; got {value!r}") from None
+    if threads < 1:
+        raise argparse.ArgumentTypeError(f"`--threads` must be an integer >= 1; got {threads}")
+    return threads
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--threads N``: torch's CPU threads, **default 1** (the script calls
+    ``torch.set_num_threads(args.threads)``; the quick times are measured on one thread)."""
+    parser.add_argument("--threads", type=_threads, default=1, help="torch CPU threads (default: 1)")
+
+
+def add_out_argument(parser: argparse.ArgumentParser, what: str = "the CSV", default: Optional[str] = "outputs",
+                     default_text: Optional[str] = None) -> None:
+    """``--out FOLDER``: where ``what`` go (a quick run writes files of its own there)."""
+    parser.add_argument("--out", default=default, metavar="FOLDER",
+                        help=f"folder for {what}; --quick writes files of its own, with a _quick suffix "
+                             f"(default: {default_text or default})")
+
+
+def output_stem(out: str, stem: str, mode: str = "full") -> str:
+    """``out/stem`` for a full run, ``out/stem_quick`` (``_smoke``, ...) for the other modes: a quick
+    run never overwrites a full run's outputs."""
+    return os.path.join(out, stem + ("" if mode == "full" else f"_{mode}"))
 
 
 class CsvWriter:
@@ -109,6 +151,23 @@ def say(message: str = "") -> None:
     else:  # bars in a log are not redrawn: a plain line
         print(message)
     sys.stdout.flush()
+
+
+def epsilon_axis(ax, epsilons: Iterable[float], *, base: float = 10, pad: float = 1.6) -> None:
+    """A log-scale epsilon axis with one tick at each (finite) epsilon run, labelled as a plain number,
+    and no other tick; the range is padded by ``pad`` on each side. A quick run's single epsilon (with
+    the small per-method offsets) would otherwise span a sliver of a decade, whose log-scale minor labels
+    (``9.6e-1``, ``9.8e-1``, ...) run into each other."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
+
+    ticks = sorted({float(e) for e in epsilons if math.isfinite(e)})
+    if not ticks:
+        return
+    ax.set_xscale("log", base=base)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FixedFormatter([f"{e:g}" for e in ticks]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(ticks[0] / pad, ticks[-1] * pad)
 
 
 def finish_figure(fig, path: str, caption: str, *, ncol: int = 1) -> None:

@@ -26,14 +26,15 @@ GCON needs no degree bound (its sensitivity holds for every graph); GAP none eit
 
 ``--quick`` (under 2 minutes on one thread): epsilon {1, 4}, 2 runs, search on 1, 4 GCON and 2
 GAP configurations, the GCN on 1 split. ``--smoke``: one configuration of each, 20 training
-epochs, 1 run (the tests). Rows go to the CSV as they finish; progress bars go to stderr.
+epochs, 1 run (the tests). ``--threads`` (default 1) sets torch's CPU threads; ``--out`` (default
+``outputs``) gets ``<dataset>_gcon.csv`` and ``.png`` (``_quick`` / ``_smoke`` appended in those
+modes). Rows go to the CSV as they finish; progress bars go to stderr.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
-import os
 import statistics
 import time
 import warnings
@@ -42,7 +43,7 @@ import torch
 from torch_geometric.data import Data
 
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, finish_figure, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, finish_figure, output_stem, progress, say
 from example_protocol import class_sizes, edge_delta, header, labelled, load_clean, per_class_labelled_split
 from pyg_private.datasets import attach_split
 from pyg_private.models import (CaribouConfig, GCONConfig, config_grid, gcon_grid, run_caribou, run_gcn, run_gcon,
@@ -119,16 +120,15 @@ def run_experiment(default_dataset: str, description: str) -> None:
                         help="splits of the non-private GCN reference (default: all runs; --quick, --smoke: 1)")
     parser.add_argument("--quick", action="store_true", help="a small grid, 2 epsilons, 2 runs")
     parser.add_argument("--smoke", action="store_true", help="one tiny configuration end to end (the tests)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--out", default="outputs")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV and the PNG")
     args = parser.parse_args()
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     epsilons = args.epsilons or {"smoke": [1.0], "quick": [1.0, 4.0], "full": list(EPSILONS)}[mode]
     runs = args.runs or {"smoke": 1, "quick": 2, "full": 10}[mode]
     search_runs = min(runs, args.search_runs or {"smoke": 1, "quick": 1, "full": 3}[mode])
     gcn_runs = min(runs, args.gcn_runs or {"smoke": 1, "quick": 1, "full": runs}[mode])
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # PyG / Opacus notices
     start = time.perf_counter()
     name = spec(args.dataset).label
@@ -140,7 +140,7 @@ def run_experiment(default_dataset: str, description: str) -> None:
         f"{int(data[0].train_mask.sum())} / {int(data[0].val_mask.sum())} / {int(data[0].test_mask.sum())}; "
         f"{runs} runs (search on the first {search_runs}, GCN on {gcn_runs}); {mode} grid")
     rows = []
-    stem = os.path.join(args.out, file_stem(args.dataset) + "_gcon" + ("" if mode == "full" else f"_{mode}"))
+    stem = output_stem(args.out, file_stem(args.dataset) + "_gcon", mode)
     writer = CsvWriter(stem + ".csv")
 
     def emit(row: dict) -> None:

@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import time
 
 import torch
 
 from example_data import add_dataset_argument, file_stem, load_or_exit
-from example_io import CsvWriter, progress, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from link_anchors import gcn_anchor, rr_anchor, rr_expected_edges
 from pyg_private.models import LinkPredictionConfig, run_link_prediction
 from pyg_private.models.recipe_inputs import clean_graph
@@ -106,8 +105,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rr-limit", type=float, default=1e7,
                         help="run randomized response only where its expected flipped-in pairs are below this")
     parser.add_argument("--quick", action="store_true", help="1 split, epsilon 1 and 8 (under 2 minutes on Cora)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--out", default="outputs", help="folder of the CSV")
+    add_threads_argument(parser)
+    add_out_argument(parser, "the CSV")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     epsilons = args.epsilons or ([1.0, 8.0] if args.quick else [1.0, 2.0, 4.0, 8.0])
@@ -119,8 +118,8 @@ def main(argv=None) -> None:
     say(f"{args.dataset}: {data.num_nodes} nodes, {num_edges} undirected edges (cleaned); delta = "
         f"{'1/|E| = ' if args.delta is None else ''}{delta:.3g}{rule}; {runs} split(s); epsilons "
         f"{', '.join(f'{e:g}' for e in epsilons)}")
-    name = f"link_prediction_{file_stem(args.dataset)}{'_quick' if args.quick else ''}.csv"
-    writer = CsvWriter(os.path.join(args.out, name))
+    writer = CsvWriter(output_stem(args.out, f"link_prediction_{file_stem(args.dataset)}",
+                                   "quick" if args.quick else "full") + ".csv")
     config = LinkPredictionConfig(encoder_free_candidate=True)
     rows: list[dict] = []
 

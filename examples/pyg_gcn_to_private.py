@@ -59,8 +59,10 @@ pattern and the accounting (one event for the whole run). Every release here is 
 deployment.
 
 Each finished model is printed (stdout) and written as a CSV row at once
-(``<out>/<dataset>_gcn_to_private.csv``); progress bars go to stderr. ``--quick`` (100 epochs,
-epsilon 1 and 4) finishes in well under 2 minutes on one thread on Cora.
+(``<out>/<dataset>_gcn_to_private.csv``, ``--out`` default ``outputs``; a quick run writes
+``<dataset>_gcn_to_private_quick.csv``); progress bars go to stderr. ``--quick`` (100 epochs,
+epsilon 1 and 4) finishes in well under 2 minutes on one thread on Cora. ``--threads`` (default 1)
+sets torch's CPU threads.
 
     python examples/pyg_gcn_to_private.py [--dataset Cora] [--epsilons 1 4] [--epochs 200] [--seed 0]
         [--threads 1] [--quick] [--out outputs]
@@ -69,17 +71,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 
 import torch
 import torch.nn.functional as F
 import torch_geometric.transforms as T
 from torch_geometric.nn import MLP, GCNConv
-from tqdm.auto import tqdm
-
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import (class_sizes, edge_delta, header, labelled, load_clean, num_edges,
                               per_class_labelled_split)
 from gcon_common import split_sizes
@@ -125,7 +124,7 @@ def fit(model, data, epochs: int, desc: str) -> tuple[float, float]:
     """PyG's loop: Adam, ``epochs`` epochs; the test accuracy at the best validation accuracy."""
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     best_val = test_acc = 0.0
-    with tqdm(range(1, epochs + 1), desc=desc, leave=False, disable=None) as bar:
+    with progress(range(1, epochs + 1), desc=desc) as bar:
         for _ in bar:
             loss = train(model, data, optimizer)
             _, val, tmp_test = test(model, data)
@@ -167,10 +166,10 @@ def main() -> None:
                         help="default: 1/|E|, |E| the undirected edges of the cleaned graph (every example's rule)")
     parser.add_argument("--epochs", type=int, default=None, help="default 200 (--quick: 100)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    add_threads_argument(parser)
     parser.add_argument("--no-noise", action="store_true", help="also run the pipeline without noise (its ceiling)")
     parser.add_argument("--quick", action="store_true", help="100 epochs (under 2 minutes on one thread on Cora)")
-    parser.add_argument("--out", default="outputs")
+    add_out_argument(parser, "the CSV")
     args = parser.parse_args()
     epochs = args.epochs or (100 if args.quick else 200)
     torch.set_num_threads(args.threads)
@@ -183,7 +182,8 @@ def main() -> None:
     say(header(base, args.dataset) + ("" if args.delta is None else f" (--delta {delta:g} used instead)")
         + f"; split {int(base.train_mask.sum())} / {int(base.val_mask.sum())} / {int(base.test_mask.sum())}; "
         f"{epochs} epochs, seed {args.seed}")
-    path = os.path.join(args.out, f"{file_stem(args.dataset)}_gcn_to_private.csv")
+    path = output_stem(args.out, f"{file_stem(args.dataset)}_gcn_to_private",
+                       "quick" if args.quick else "full") + ".csv"
     writer = CsvWriter(path)
 
     def emit(model: str, epsilon: float, spent: str, val: float, test_acc: float) -> None:

@@ -65,17 +65,18 @@ degree-bounding sampler whose accounting CARIBOU disputes, Sec. 6).
 Every release is seeded (``--seed``) for a reproducible run, which voids the guarantee.
 
 Each finished model is printed and written as a CSV row at once
-(``<out>/<dataset>_node_private_opacus.csv``); progress bars go to stderr. ``--quick`` (10 DP-SGD
+(``<out>/<dataset>_node_private_opacus.csv``, ``--out`` default ``outputs``; a quick run writes
+``<dataset>_node_private_opacus_quick.csv``); progress bars go to stderr. ``--quick`` (10 DP-SGD
 epochs, 100 reference epochs, Renyi calibration) finishes in well under 2 minutes on one thread.
+``--threads`` (default 1) sets torch's CPU threads.
 
     python examples/pyg_node_private_opacus.py [--dataset Cora] [--epsilon 4] [--aggregation-epsilon 1]
-        [--epochs 30] [--max-degree D] [--quick] [--out outputs]
+        [--epochs 30] [--max-degree D] [--quick] [--threads 1] [--out outputs]
 """
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 import warnings
 
@@ -86,10 +87,8 @@ from opacus import PrivacyEngine
 from opacus.data_loader import DPDataLoader
 from torch.utils.data import TensorDataset
 from torch_geometric.nn import MLP
-from tqdm.auto import tqdm
-
 from example_data import add_dataset_argument, file_stem, spec
-from example_io import CsvWriter, say
+from example_io import CsvWriter, add_out_argument, add_threads_argument, output_stem, progress, say
 from example_protocol import class_sizes, labelled, load_clean, num_edges, per_class_labelled_split
 from gcon_common import split_sizes
 from pyg_private import PrivacyAccountant
@@ -152,7 +151,7 @@ def train_dp_sgd(head: torch.nn.Module, features: torch.Tensor, y: torch.Tensor,
     private_head.train()
     with warnings.catch_warnings():  # torch's notice that Opacus' hooks fire on inputs without grad
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        for _ in tqdm(range(epochs), desc=name, leave=False, disable=None):
+        for _ in progress(range(epochs), desc=name):
             for xb, yb in loader:
                 optimizer.zero_grad()
                 out = private_head(xb)
@@ -167,7 +166,7 @@ def train_adam(head: torch.nn.Module, features: torch.Tensor, y: torch.Tensor, *
     """The non-private reference: full-batch Adam on the same rows."""
     optimizer = torch.optim.Adam(head.parameters(), lr=lr, weight_decay=5e-4)
     head.train()
-    for _ in tqdm(range(epochs), desc="non-private", leave=False, disable=None):
+    for _ in progress(range(epochs), desc="non-private"):
         optimizer.zero_grad()
         F.cross_entropy(head(features), y).backward()
         optimizer.step()
@@ -210,10 +209,10 @@ def main() -> None:
     parser.add_argument("--reference-epochs", type=int, default=None,
                         help="Adam epochs of the non-private run (default 200; --quick: 100)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    add_threads_argument(parser)
     parser.add_argument("--quick", action="store_true", help="10 DP-SGD epochs, 100 reference epochs, Renyi "
                                                             "calibration (under 2 minutes on one thread)")
-    parser.add_argument("--out", default="outputs")
+    add_out_argument(parser, "the CSV")
     args = parser.parse_args()
     epochs = args.epochs or (10 if args.quick else 30)
     reference_epochs = args.reference_epochs or (100 if args.quick else 200)
@@ -242,7 +241,8 @@ def main() -> None:
         + f", {num_edges(data)} undirected edges (cleaned); "
         f"node level, delta = {args.delta:g} (the edge-level examples' 1/|E| is not used at node level); "
         f"declared max_degree {max_degree}; split {num_train} / {int(val.sum())} / {int(test.sum())}")
-    path = os.path.join(args.out, f"{file_stem(args.dataset)}_node_private_opacus.csv")
+    path = output_stem(args.out, f"{file_stem(args.dataset)}_node_private_opacus",
+                       "quick" if args.quick else "full") + ".csv"
     writer = CsvWriter(path)
     rows = []
 

@@ -26,7 +26,7 @@ def _check(path, epsilons):
 def test_smoke_on_cora(offline, run_example):
     offline("Planetoid/Cora/raw")
     out, _, out_dir = run_example("audit_cora", "--smoke")
-    _check(out_dir / "audit_cora.csv", 2)
+    _check(out_dir / "audit_cora_smoke.csv", 2)
     assert "Cora: 2708 nodes, 5278 undirected edges (cleaned); delta = 1/|E| = 1/5278" in out
     assert "0 violation(s) of a claimed epsilon." in out
 
@@ -34,7 +34,7 @@ def test_smoke_on_cora(offline, run_example):
 def test_smoke_on_an_unseen_graph(odd, run_example):
     # the noiseless path only (the private path, whose node-level calibration takes seconds, runs on Cora)
     out, _, out_dir = run_example("audit_cora", "--smoke", "--dataset", odd, "--epsilons", "inf")
-    rows = _check(out_dir / "audit_odd.csv", 1)
+    rows = _check(out_dir / "audit_odd_smoke.csv", 1)
     assert "declared max_degree" in out
     canary = [r for r in rows if r["attack"] == "canary edges"]
     assert len(canary) == 3 and all(float(r["auc"]) >= 0.5 for r in canary)  # no noise: the canaries show
@@ -46,4 +46,4 @@ def test_quick_on_a_messy_graph(messy, run_example):
     out, _, out_dir = run_example("audit_cora", "--quick", "--dataset", messy, "--epsilons", "inf")
     assert "Messy (the subgraph of its 78 labelled nodes; 12 unlabelled left out): 78 nodes" in out
     assert "19 canaries x 2 runs" in out  # 78 // 4
-    _check(out_dir / "audit_messy.csv", 1)
+    _check(out_dir / "audit_messy_quick.csv", 1)

@@ -34,6 +34,6 @@ def test_quick_on_a_messy_graph(messy, run_example):
     assert f"Messy: 90 nodes (12 unlabelled, in no split), {MESSY_EDGES} undirected edges (cleaned); " \
            f"delta = 1/|E| = 1/{MESSY_EDGES}" in out
     assert "split 60 / 6 / 12" in out  # GCON's rule over the 78 labelled nodes
-    rows = _rows(out_dir / "messy_gcn_to_private.csv")
+    rows = _rows(out_dir / "messy_gcn_to_private_quick.csv")
     assert [r["model"] for r in rows][:2] == ["GCN (PyG examples/gcn.py, not private)", "MLP (no edges)"]
     assert 0.99 <= float(rows[2]["epsilon_spent"]) <= 1.0 and rows[2]["epochs"] == "100"

@@ -34,6 +34,6 @@ def test_quick_on_a_messy_graph(messy, run_example):
     assert f"Messy: 90 nodes (12 unlabelled, in no split), {MESSY_EDGES} undirected edges (cleaned); " \
            "node level, delta = 1e-05" in out
     assert "split 60 / 6 / 12" in out  # every labelled node but GCON's validation and test sizes trains
-    rows = _rows(out_dir / "messy_node_private_opacus.csv")
+    rows = _rows(out_dir / "messy_node_private_opacus_quick.csv")
     assert len(rows) == 3 and all(float(r["epsilon_spent"]) <= 4.0 for r in rows[:2])
     assert rows[0]["epochs"] == "10"
