@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--basket", type=int, default=None, help="co-purchased items per user (default 10, "
                         "--quick: 5)")
     parser.add_argument("--tags-per-item", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
     parser.add_argument("--quick", action="store_true", help="one seed, epsilons 1 and 8, 100 epochs, baskets of 5")
     parser.add_argument("--out", default="outputs")
     args = parser.parse_args()

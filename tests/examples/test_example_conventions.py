@@ -142,6 +142,8 @@ def _no_data_argv(parser: argparse.ArgumentParser) -> list[str] | None:
         return []
     if _accepts(action, "Cora"):
         return [action.option_strings[0], "Cora"]
+    if _accepts(action, "TU/MUTAG"):  # a graph-classification script: an offline TU dataset
+        return [action.option_strings[0], "TU/MUTAG"]
     if None in reads:
         return []  # names of the script's own: taken to be read from files
     return None
