@@ -6,6 +6,6 @@ mechanism of this package releases, per unit of protection (``"edge"``, ``"node"
 """
 from .accounting import PrivacyAccountant, PrivacyBudgetExceeded, PrivacyEvent, Unit
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["PrivacyAccountant", "PrivacyBudgetExceeded", "PrivacyEvent", "Unit", "__version__"]
