@@ -9,7 +9,9 @@ cleaned graph). Baselines: a 2-layer PyG ``MLP`` (hidden 64, dropout 0.5, Adam 0
 GCON's rows (``gcon``) are "head private, inference on the private graph" (its prediction reads the
 edges); ``gcon-released`` is the variant whose inference reads a released aggregation instead (half of
 the budget each). ``--recipes node-mlp`` adds node level: DP-SGD (Opacus) on the features alone,
-``delta = 1 / n``.
+``delta = 1 / n``; ``node-progap`` runs ProGAP at node level with the declared degree bound
+``--node-max-degree`` (default 5,000, Facebook's limit on friends) and the in-degree cap
+``--degree-cap`` (default 32; 0: no cap), same delta.
 
 Two modes:
 
@@ -62,7 +64,12 @@ SWEEP = {
     "gap": [{"K": 1}, {"K": 2}, {"K": 3}, {"K": 2, "dropout": 0.5}],
     "caribou": [{"K": 2}, {"K": 4}, {"K": 2, "dropout": 0.5}],
     "gcon": [{"regularization": 2.0}, {"regularization": 0.02}],
+    "node-progap": [{"degree_cap": 0}, {"degree_cap": 8}, {"degree_cap": 32}, {"degree_cap": 128}],
 }
+
+
+#: node level: the declared degree bound and the in-degree cap (``--node-max-degree``, ``--degree-cap``)
+NODE_LEVEL = {"max_degree": 5000, "degree_cap": 32}
 
 
 def split(data: Data, seed: int) -> Data:
@@ -95,6 +102,12 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
     if method == "progap":
         r = run_progap(data, ProGAPConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
         return r.val_accuracy, r.test_accuracy, f"stage {r.stage}" if r.candidate == "stage" else r.candidate
+    if method == "node-progap":  # node level: the aggregations over the in-degree-capped graph, DP-SGD stages
+        overrides = dict(overrides)
+        cap = overrides.pop("degree_cap", NODE_LEVEL["degree_cap"]) or None
+        r = run_progap(data, ProGAPConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True,
+                       level="node", max_degree=NODE_LEVEL["max_degree"], num_nodes=data.num_nodes, degree_cap=cap)
+        return r.val_accuracy, r.test_accuracy, f"stage {r.stage}"
     if method == "node-mlp":  # node level: DP-SGD on the features alone (encoder and head), no edge read
         r = run_caribou(data, CaribouConfig(method="mlp", **overrides), epsilon=epsilon, delta=delta, seed=seed,
                         level="node", num_nodes=data.num_nodes)
@@ -131,7 +144,12 @@ def main() -> None:
                         help="which of mlp, gcn, edge-free (the library's own edge-free pipeline) to run")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="CSV written row by row")
+    parser.add_argument("--node-max-degree", type=int, default=NODE_LEVEL["max_degree"],
+                        help="node level: the declared bound on every degree")
+    parser.add_argument("--degree-cap", type=int, default=NODE_LEVEL["degree_cap"],
+                        help="node level: neighbours summed per node (0: no cap)")
     args = parser.parse_args()
+    NODE_LEVEL.update(max_degree=args.node_max_degree, degree_cap=args.degree_cap)
     if args.quick:
         args.datasets, args.seeds, args.epsilons = ["Cora"], [0], [4.0]
     torch.set_num_threads(args.threads)
@@ -163,13 +181,13 @@ def main() -> None:
                 jobs += [(method, overrides, math.inf, seeds)]
         for eps in args.epsilons:  # epsilon by epsilon: an interrupted run has every recipe at the first ones
             for method in args.recipes:
-                for overrides in (SWEEP[method] if args.sweep else [{}]):
+                for overrides in (SWEEP.get(method, [{}]) if args.sweep else [{}]):
                     jobs += [(method, overrides, eps, args.seeds)]
         for method, overrides, eps, seeds in jobs:
             for seed in seeds:
                 data = split(base, seed)
                 start = time.perf_counter()
-                val, test, selected = run(method, data, seed, eps, node_delta if method == "node-mlp" else delta,
+                val, test, selected = run(method, data, seed, eps, node_delta if method.startswith("node-") else delta,
                                           overrides)
                 record(dataset=name, method=method, config=str(overrides), epsilon=eps, seed=seed, val=val, test=test,
                        selected=selected, seconds=time.perf_counter() - start)

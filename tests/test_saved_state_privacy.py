@@ -724,6 +724,7 @@ HOLDS_NO_DATA = {
                                           "recipes' scenarios) and the number of trials (documented as not covered)",
     "pyg_private.accounting.TruncatedNegativeBinomial": "a distribution's two public parameters",
     "pyg_private.accounting.Poisson": "a distribution's public mean",
+    "pyg_private.transforms.BoundInDegree": "a cap and the public key of its order of the pairs",
 }
 
 

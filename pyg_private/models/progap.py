@@ -68,10 +68,13 @@ Training on the cached releases is post-processing.
   non-zero feature row: a rule on the node's own data, so that removing a neighbour never
   changes which other nodes are examples. ``max_degree`` is checked before anything is trained
   or charged; it is declared, never read off the graph, and the guarantee covers the graphs whose
-  degrees all lie within it. (ProGAP's code samples at most ``max_degree`` edges per node instead;
-  that is not offered here: which edges of a node survive depends on its other edges, so removing
-  one node can change the kept edges of every one of its neighbours, a number no public bound
-  limits.) The accuracies are measured on the
+  degrees all lie within it. ProGAP's code samples at most ``max_degree`` edges per node instead
+  and keeps :math:`\sqrt D`; but which edges of a node survive depends on its other edges, so
+  removing one node can change the kept edges of every one of its neighbours, a number only the
+  degree bound limits. ``degree_cap`` :math:`D_c` offers that sampling with the bound it implies:
+  every node sums its :math:`D_c` first neighbours in a keyed order of the pairs, and
+  :math:`\Delta = \sqrt{D_c^2 + 4D}` (:mod:`~pyg_private.utils.degree_cap`, proof and brute
+  force), with :math:`D` = ``max_degree`` still declared and checked. The accuracies are measured on the
   present nodes of the masks; stage selection reads validation labels and, like the
   hyperparameter search of the papers, is not charged.
 
@@ -105,9 +108,10 @@ from ..accounting import (PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise
                           subsampled_gaussian_event)
 from ..accounting.validation import check_delta, check_epsilon, check_positive_int
 from ..nn._call_checks import reject_sampled_batch
-from ..nn.progap_aggregation import ProGAPAggregation, sum_aggregation_node_sensitivity
+from ..nn.progap_aggregation import ProGAPAggregation
 from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
+from ..utils.degree_cap import capped_sum_aggregation_node_sensitivity, draw_cap_key
 from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
 from .recipe_inputs import prepare_node_data
@@ -422,7 +426,8 @@ def _check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -
 def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float, level: str = "edge",
                accountant: Optional[PrivacyAccountant] = None, max_degree: Optional[int] = None,
                num_nodes: Optional[int] = None, seed: Optional[int] = None,
-               num_classes: Optional[int] = None, sampler: str = "safe", clean_graph: bool = False) -> ProGAPResult:
+               num_classes: Optional[int] = None, sampler: str = "safe", clean_graph: bool = False,
+               degree_cap: Optional[int] = None) -> ProGAPResult:
     """Train and evaluate ProGAP on ``data`` (``x``, ``edge_index``, ``y``, ``train_mask``,
     ``val_mask``, ``test_mask``; an undirected simple graph).
 
@@ -435,7 +440,10 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     is otherwise read off the labels. ``sampler`` is the aggregations' (``"safe"`` or ``"float"``).
     ``clean_graph`` drops self-loops and merges duplicate and one-directional entries first (see
     :mod:`~pyg_private.models.recipe_inputs` for where that is valid); nodes with ``y < 0`` are
-    taken out of the masks with a warning.
+    taken out of the masks with a warning. ``degree_cap`` (node level) makes every aggregation sum
+    at most that many neighbours per node, chosen by a keyed order of the pairs drawn once per run
+    (:mod:`~pyg_private.utils.degree_cap`): the sensitivity falls from :math:`\\sqrt{D(D+1)}` to
+    :math:`\\sqrt{D_c^2 + 4D}` (``max_degree`` :math:`D` is still declared and checked).
 
     Raises:
         ValueError: a bad argument (``config.checkpoint="best_val"`` at node level) or a graph
@@ -458,8 +466,11 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
                              "before seeing the graph (the guarantee covers the graphs whose degrees are all "
                              "<= max_degree; a graph outside that class is refused)")
         max_degree = check_positive_int(max_degree, "max_degree")
-    elif max_degree is not None or num_nodes is not None:
-        raise ValueError("`max_degree` and `num_nodes` are node-level bounds; edge level declares none")
+        if degree_cap is not None:
+            degree_cap = check_positive_int(degree_cap, "degree_cap")
+    elif max_degree is not None or num_nodes is not None or degree_cap is not None:
+        raise ValueError("`max_degree`, `num_nodes` and `degree_cap` are node-level settings; edge level declares "
+                         "none")
     if level == "node" and config.checkpoint == "best_val":
         raise ValueError("`checkpoint='best_val'` reads the validation nodes' features and labels, private at node "
                          "level and charged by no event: use 'last' (or None) at node level")
@@ -512,7 +523,8 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
         return fit_full_batch(model, features, y, train, epochs=config.epochs, lr=config.lr,
                               weight_decay=config.weight_decay, val_mask=val if best_val else None)
 
-    bounds = {"max_degree": max_degree, "num_nodes": num_nodes} if level == "node" else {}
+    bounds = {"max_degree": max_degree, "num_nodes": num_nodes, "degree_cap": degree_cap} if level == "node" else {}
+    cap_key = None if degree_cap is None else draw_cap_key(gen)  # one capped graph for every stage
     noise = {"noise_multiplier": sigma}
     stages: list[_Stage] = []
     layers: list[ProGAPAggregation] = []
@@ -527,6 +539,8 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
         layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True, generator=gen,
                                   name=f"progap_aggregation_{k}", sampler=sampler,
                                   normalize_output=config.renormalize, **bounds, **noise)
+        if cap_key is not None:
+            layer.cap_key = cap_key
         layers.append(layer)
         h0 = _release(config, stages[k], layer, feats, h0, k, ei)  # one release, charged before its noise
 
@@ -541,7 +555,8 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
             val_acc, test_acc, candidate = mlp_val, accuracy(mlp, x.float(), y, test), "mlp"
         else:
             mlp = None
-    sensitivity = sum_aggregation_node_sensitivity(max_degree) if level == "node" else math.sqrt(2.0)
+    sensitivity = capped_sum_aggregation_node_sensitivity(max_degree, degree_cap) if level == "node" \
+        else math.sqrt(2.0)
     return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=val_acc, test_accuracy=test_acc,
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, level=level,
                         noise_std=sigma * sensitivity, noise_multiplier=sigma, accountant=acct,

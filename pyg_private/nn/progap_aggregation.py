@@ -16,6 +16,7 @@ from ..sampling.words import RandomSource, resolve_secure_mode
 from ..utils.adjacency import _csr as csr_matrix
 from ..utils.adjacency import validated_csr
 from ..utils.degree_bounds import check_declared_bounds
+from ..utils.degree_cap import cap_in_degree_csr, capped_sum_aggregation_node_sensitivity, draw_cap_key
 from . import gap_aggregation as _gap
 from ._call_checks import reject_grad_input
 from .gap_aggregation import EDGE_SENSITIVITY, GAPAggregation
@@ -71,6 +72,14 @@ class ProGAPAggregation(GAPAggregation):
     graphs that satisfy it. The bound holds when every row of ``x`` other than the removed
     node's is the same in both neighbouring datasets, i.e. ``x`` is computed row by row from each
     node's own data and earlier releases, as in ProGAP: the caller's responsibility.
+
+    **Degree cap** (``degree_cap=D_c``, node level): every node sums only its :math:`D_c` first
+    neighbours in a fixed keyed order of the pairs (:mod:`pyg_private.utils.degree_cap`, the
+    per-node edge sampling of GAP's and ProGAP's code made deterministic), and
+    :math:`\Delta = \sqrt{D_c^2 + 4D}` (:func:`~pyg_private.utils.degree_cap.capped_sum_aggregation_node_sensitivity`,
+    :math:`D` still the declared ``max_degree``: the rows that rank the removed node among their
+    first :math:`D_c` replace it with their next neighbour). At :math:`D = 1000`, :math:`D_c = 50`
+    that is 80.6 instead of 1000.5. The key is drawn once per layer (from ``generator`` if given).
     Features are private at node level, so a cached release is keyed on them in memory only, and
     the saved state holds neither a fingerprint of them (only their shape and dtype) nor the block
     :math:`\mathrm{normalize}(\mathbf{H})`, which is recomputed from the caller's ``x``: only the noisy
@@ -92,6 +101,7 @@ class ProGAPAggregation(GAPAggregation):
             the noisy sum as ProGAP's code does. (default: :obj:`False`)
         max_degree (int, optional): public bound on every degree (node level).
         num_nodes (int, optional): the universe's size (node level; default: ``x.size(0)``).
+        degree_cap (int, optional): sum at most this many neighbours per node (node level).
         noise_multiplier, epsilon, delta, accountant, cached, symmetrize, generator, name, sampler,
             secure_mode, grid_tolerance: as in :class:`GAPAggregation`.
 
@@ -106,20 +116,21 @@ class ProGAPAggregation(GAPAggregation):
                  delta: Optional[float] = None, accountant: Optional[PrivacyAccountant] = None, cached: bool = True,
                  symmetrize: bool = False, generator: Optional[torch.Generator] = None,
                  name: str = "progap_aggregation", sampler: str = "safe", secure_mode: Optional[bool] = None,
-                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE, normalize_output: bool = False) -> None:
+                 grid_tolerance: float = DEFAULT_GRID_TOLERANCE, normalize_output: bool = False,
+                 degree_cap: Optional[int] = None) -> None:
         if level not in ("edge", "node"):
             raise ValueError(f"`level` must be 'edge' or 'node'; got {level!r}")
         if level == "node":
             if max_degree is None:
-                raise ValueError("node level needs `max_degree`, a public bound on every node's degree (bound the "
-                                 "degrees before the release, e.g. by sampling at most max_degree edges per node)")
-            sensitivity = sum_aggregation_node_sensitivity(max_degree)
+                raise ValueError("node level needs `max_degree`, a public bound on every node's degree, declared "
+                                 "before seeing the graph (add `degree_cap=D` to sum at most D neighbours per node)")
+            sensitivity = capped_sum_aggregation_node_sensitivity(max_degree, degree_cap)
             if num_nodes is not None:
                 check_positive_int(num_nodes, "num_nodes")
         else:
-            if max_degree is not None or num_nodes is not None:
-                raise ValueError("`max_degree` and `num_nodes` are node-level bounds; the edge-level release uses "
-                                 "no declared bound")
+            if max_degree is not None or num_nodes is not None or degree_cap is not None:
+                raise ValueError("`max_degree`, `num_nodes` and `degree_cap` are node-level settings; the edge-level "
+                                 "release uses no declared bound")
             sensitivity = EDGE_SENSITIVITY
         super().__init__(1, noise_multiplier=noise_multiplier, epsilon=epsilon, delta=delta, accountant=accountant,
                          cached=cached, symmetrize=symmetrize, generator=generator, name=name, sampler=sampler,
@@ -127,6 +138,9 @@ class ProGAPAggregation(GAPAggregation):
         self.level = level
         self.max_degree = None if max_degree is None else int(max_degree)
         self.num_nodes = None if num_nodes is None else int(num_nodes)
+        self.degree_cap = None if degree_cap is None else int(degree_cap)
+        # the order of the pairs the cap keeps by: public (the bound holds for every key), one per layer
+        self.cap_key = None if degree_cap is None else draw_cap_key(generator)
         self.sensitivity = sensitivity
         self.normalize_output = bool(normalize_output)
 
@@ -173,6 +187,8 @@ class ProGAPAggregation(GAPAggregation):
         degree = graph[0].diff()
         check_declared_bounds(degree, level="node", min_degree=0, max_degree=self.max_degree,
                               num_nodes=n if self.num_nodes is None else self.num_nodes)  # before any charge
+        if self.degree_cap is not None:  # the D first neighbours of every row in the key's order of the pairs
+            graph = cap_in_degree_csr(*graph, self.degree_cap, self.cap_key)
         out_dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
         key = (), (*graph, x), (n, x.size(1), str(x.dtype), "node")  # node level: the features are private too
         own = F.normalize(x.detach().to(torch.float64), dim=-1)  # the caller's own input, never stored
@@ -192,7 +208,7 @@ class ProGAPAggregation(GAPAggregation):
 
     def _release_settings(self) -> dict[str, Any]:
         return {**super()._release_settings(), "level": self.level, "max_degree": self.max_degree,
-                "num_nodes": self.num_nodes, "normalize_output": self.normalize_output}
+                "num_nodes": self.num_nodes, "normalize_output": self.normalize_output, "degree_cap": self.degree_cap}
 
     @torch.no_grad()
     def _hop_chain(self, graph: tuple[Tensor, Tensor], x: Tensor, grid: Optional[tuple[float, float]] = None,
@@ -226,6 +242,7 @@ class ProGAPAggregation(GAPAggregation):
     def __repr__(self) -> str:
         target = "" if self.epsilon is None else f", epsilon={self.epsilon:g}, delta={self.delta:g}"
         bound = "" if self.level == "edge" else f", max_degree={self.max_degree}"
+        bound += "" if self.degree_cap is None else f", degree_cap={self.degree_cap}"
         renorm = ", normalize_output=True" if self.normalize_output else ""
         return (f"{self.__class__.__name__}(level={self.level!r}{bound}, noise_multiplier={self.noise_multiplier:.6g}"
                 f"{target}, sampler={self.sampler!r}, cached={self.cached}{renorm})")

@@ -2,10 +2,13 @@
 from .l2_row_normalize import L2RowNormalize, l2_row_normalize
 from .edge_randomized_response import EdgeRandomizedResponse
 
+from .bound_in_degree import BoundInDegree
+
 __all__ = [
     # pre-conditions (no privacy cost)
     "L2RowNormalize",
     "l2_row_normalize",
+    "BoundInDegree",
     # noisy transforms
     "EdgeRandomizedResponse",
 ]

@@ -31,3 +31,8 @@ __all__ += ["LinkSplitRule", "pair_hash", "sample_pairs"]
 from .poisson_sampling import DPSGDPlan, dp_sgd_plan, poisson_indices, poisson_mask, poisson_threshold  # noqa: E402
 
 __all__ += ["DPSGDPlan", "dp_sgd_plan", "poisson_indices", "poisson_mask", "poisson_threshold"]
+
+# node level: the in-degree cap of a sum aggregation and the sensitivity it implies
+from .degree_cap import cap_in_degree, capped_sum_aggregation_node_sensitivity, in_degree_cap_mask  # noqa: E402
+
+__all__ += ["cap_in_degree", "in_degree_cap_mask", "capped_sum_aggregation_node_sensitivity"]

@@ -307,3 +307,23 @@ def test_end_to_end_the_aggregations_carry_the_graph():
     pred = logits.argmax(-1)
     assert float((pred[data.val_mask] == data.y[data.val_mask]).float().mean()) == pytest.approx(
         private.val_accuracy)
+
+
+def test_node_level_degree_cap_charges_the_capped_bound_and_shares_one_order(monkeypatch):
+    from pyg_private.utils.degree_cap import capped_sum_aggregation_node_sensitivity
+    data = _graph()
+    acct = PrivacyAccountant()
+    cap, bound = 2, _max_degree(data)
+    assert bound > cap  # the cap is active on this graph
+    result = run_progap(data, ProGAPConfig(K=2, **FAST), epsilon=4.0, delta=1e-3, level="node", max_degree=bound,
+                        degree_cap=cap, accountant=acct, seed=0)
+    capped = capped_sum_aggregation_node_sensitivity(bound, cap)
+    aggregations = [e for e in acct.events_of("node") if e.name.startswith("progap_aggregation")]
+    assert len(aggregations) == 2 and all(e.params["sensitivity"] == pytest.approx(capped) for e in aggregations)
+    assert result.noise_std == pytest.approx(result.noise_multiplier * capped)
+    layers = result.model.layers
+    assert len({layer.cap_key for layer in layers}) == 1 and all(layer.degree_cap == cap for layer in layers)
+    assert acct.epsilon("node", 1e-3) <= 4.0
+    with pytest.raises(ValueError, match="degree_cap"):
+        run_progap(data, ProGAPConfig(K=2, **FAST), epsilon=1.0, delta=1e-3, degree_cap=cap,
+                   accountant=PrivacyAccountant())
