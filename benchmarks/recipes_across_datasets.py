@@ -11,7 +11,8 @@ edges); ``gcon-released`` is the variant whose inference reads a released aggreg
 the budget each). ``--recipes node-mlp`` adds node level: DP-SGD (Opacus) on the features alone,
 ``delta = 1 / n``; ``node-progap`` runs ProGAP at node level with the declared degree bound
 ``--node-max-degree`` (default 5,000, Facebook's limit on friends) and the in-degree cap
-``--degree-cap`` (default 32; 0: no cap), same delta.
+``--degree-cap`` (default 32; 0: no cap), ``node-caribou`` CARIBOU at node level under the same
+declared bound (its contractive layer takes no cap), same delta.
 
 Two modes:
 
@@ -108,6 +109,10 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
         r = run_progap(data, ProGAPConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True,
                        level="node", max_degree=NODE_LEVEL["max_degree"], num_nodes=data.num_nodes, degree_cap=cap)
         return r.val_accuracy, r.test_accuracy, f"stage {r.stage}"
+    if method == "node-caribou":  # node level: the contractive layer under the declared degree bound (no cap)
+        r = run_caribou(data, CaribouConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True,
+                        level="node", max_degree=NODE_LEVEL["max_degree"], num_nodes=data.num_nodes)
+        return r.val_accuracy, r.test_accuracy, r.candidate
     if method == "node-mlp":  # node level: DP-SGD on the features alone (encoder and head), no edge read
         r = run_caribou(data, CaribouConfig(method="mlp", **overrides), epsilon=epsilon, delta=delta, seed=seed,
                         level="node", num_nodes=data.num_nodes)
