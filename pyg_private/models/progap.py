@@ -74,9 +74,9 @@ Training on the cached releases is post-processing.
   degree bound limits. ``degree_cap`` :math:`D_c` offers that sampling with the bound it implies:
   every node sums its :math:`D_c` first neighbours in a keyed order of the pairs, and
   :math:`\Delta = \sqrt{D_c^2 + 4D}` (:mod:`~pyg_private.utils.degree_cap`, proof and brute
-  force), with :math:`D` = ``max_degree`` still declared and checked. The accuracies are measured on the
-  present nodes of the masks; stage selection reads validation labels and, like the
-  hyperparameter search of the papers, is not charged.
+  force), with :math:`D` = ``max_degree`` still declared and checked. The accuracies are
+  measured on the present nodes of the masks; stage selection reads validation labels and, like
+  the hyperparameter search of the papers, is not charged.
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 

@@ -175,3 +175,24 @@ def test_layer_charges_the_capped_sensitivity_once_and_reuses_its_key():
     with pytest.raises(ValueError):
         ProGAPAggregation(level="node", max_degree=10, degree_cap=0, noise_multiplier=1.0)
     assert isinstance(draw_cap_key(), int) and 0 <= draw_cap_key() < 2 ** 64
+
+
+def test_capped_layer_survives_copy_pickle_and_state_dict():
+    import copy
+    import pickle
+    layer = ProGAPAggregation(level="node", max_degree=40, degree_cap=5, noise_multiplier=1.0,
+                              generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(2)
+    a = torch.triu(torch.rand(30, 30, generator=g) < 0.5, 1)
+    ei = (a | a.t()).nonzero().t()
+    x = torch.randn(30, 3, generator=g)
+    out = layer(x, ei)
+    for twin in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert twin.cap_key == layer.cap_key and twin.degree_cap == 5
+        assert torch.equal(twin(x, ei), out)  # the cached release, no new charge
+    fresh = ProGAPAggregation(level="node", max_degree=40, degree_cap=5, noise_multiplier=1.0)
+    fresh.load_state_dict(layer.state_dict())
+    assert torch.equal(fresh(x, ei), out)
+    other = ProGAPAggregation(level="node", max_degree=40, degree_cap=6, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="degree_cap"):
+        other.load_state_dict(layer.state_dict())
