@@ -47,6 +47,16 @@ the theorem caps. ``seed`` fixes the canaries, the coins and the pipeline's nois
 experiment); the statistics treat that noise as fresh, which holds as long as the seed is not
 chosen after seeing results.
 
+**User-item graphs.** A ``HeteroData`` with one edge type between two node types (users and
+items) is audited as :class:`~pyg_private.transforms.PrivateLinkSplit` splits it: as the union
+graph of :func:`~pyg_private.transforms.private_link_split.bipartite_union` (destination ``j`` is
+node ``n_s + j``, block-diagonal features), with ``split_num_src = n_s``; a homogeneous ``Data``
+carrying ``split_num_src`` (or given ``num_src=``) is taken as such a union. The canaries are then
+user-item pairs (``u < n_s <= v``, drawn with :func:`~pyg_private.utils.sample_pairs`'s ``num_src``;
+a matching holds at most :math:`\min(n_s, n_d)` of them), since an interaction is the unit of the
+guarantee and a same-side pair is no possible edge of the graph; everything else (the coins, the
+split under the same key, the one run, the two attacks, the bound) is the homogeneous audit's.
+
 **Why no LinkTeller variant.** LinkTeller (Wu, Yang, Zhang and Li, "LinkTeller: Recovering Private
 Edges from Graph Neural Networks via Influence Analysis", IEEE S&P 2022;
 :mod:`~pyg_private.audit.linkteller`) queries an inference API on the secret graph with perturbed
@@ -72,10 +82,11 @@ from typing import Optional, Sequence, Union
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from ..models.link_prediction import LinkPredictionConfig, LinkPredictionResult, run_link_prediction
 from ..transforms import PrivateLinkSplit
+from ..transforms.private_link_split import bipartite_union
 from ..utils.graph_validation import declared_num_nodes, simple_undirected
 from ..utils.pair_sampling import PARTS, LinkSplitRule, sample_pairs
 from .canary_edges import _check_edge_index, _default_guesses, _pair_keys, insert_edges
@@ -108,6 +119,8 @@ class LinkPredictionAudit:
         included (Tensor): ``[m]`` bool: the coins (canary inserted).
         result (LinkPredictionResult): the run (its ``accountant`` holds its three events and
             nothing else; its ``model`` the released predictors).
+        num_src (int, optional): on a user-item graph, the source side's node count :math:`n_s` of
+            the union graph (every canary joins ``[0, n_s)`` to ``[n_s, n)``); ``None`` otherwise.
 
     **Ground truth, returned knowingly.** ``pairs`` with ``included`` are the auditor's own data (the
     canaries and the coins), kept because the attack is scored against them; ``result`` holds the
@@ -128,6 +141,7 @@ class LinkPredictionAudit:
     pairs: Tensor
     included: Tensor
     result: LinkPredictionResult
+    num_src: Optional[int] = None
 
     @property
     def contradicts_claim(self) -> bool:
@@ -142,8 +156,16 @@ def _check_count(value, name: str) -> int:
     return int(value)
 
 
+def _check_num_src(num_src, n: int) -> int:
+    if isinstance(num_src, bool) or not isinstance(num_src, Integral) or not 0 < int(num_src) < n:
+        raise ValueError(f"`num_src` must be an int in [1, {n - 1}] (the source side of the user-item graph: both "
+                         f"sides non-empty); got {num_src!r}")
+    return int(num_src)
+
+
 def sample_part_canaries(edge_index: Tensor, num_nodes: int, num_canaries: int, *, part: Union[str, int], split,
-                         disjoint: bool = True, generator: Optional[torch.Generator] = None) -> Tensor:
+                         disjoint: bool = True, generator: Optional[torch.Generator] = None,
+                         num_src: Optional[int] = None) -> Tensor:
     r"""Draw ``num_canaries`` distinct node pairs of one part of a keyed split that are no edges.
 
     Uniform pairs of the part are drawn with :func:`~pyg_private.utils.sample_pairs` (``part``,
@@ -155,33 +177,51 @@ def sample_part_canaries(edge_index: Tensor, num_nodes: int, num_canaries: int, 
     the node count and the key only, an inserted canary falls in ``part`` of any split made with
     the same rule.
 
+    **User-item graphs** (``num_src``): the nodes ``[0, num_src)`` are one side and
+    ``[num_src, num_nodes)`` the other, and the canaries are pairs across the sides
+    (``u < num_src <= v``), drawn with ``sample_pairs(..., num_src=num_src)``; a matching then holds
+    at most ``min(num_src, num_nodes - num_src)`` canaries.
+
     Args:
         edge_index (Tensor): ``[2, E]`` edges of the graph.
         num_nodes (int): :math:`n`.
-        num_canaries (int): :math:`m \ge 1` (``2 m <= n`` when ``disjoint``).
+        num_canaries (int): :math:`m \ge 1` (``2 m <= n`` when ``disjoint``; with ``num_src``,
+            ``m <= min(num_src, n - num_src)``).
         part (str or int): a name of :data:`~pyg_private.utils.pair_sampling.PARTS` or its index.
         split: the rule (see above).
         disjoint (bool): draw a matching. (default: :obj:`True`)
         generator (torch.Generator, optional): for reproducible draws.
+        num_src (int, optional): a user-item graph's source side (see above).
 
     Returns:
-        Tensor: ``[2, m]`` long, ``u < v``.
+        Tensor: ``[2, m]`` long, ``u < v`` (with ``num_src``: ``u < num_src <= v``).
 
     Raises:
-        ValueError: when not enough such pairs were found.
+        ValueError: when not enough such pairs were found, or cannot be.
     """
     edge_index, n = _check_edge_index(edge_index, num_nodes)
     m = _check_count(num_canaries, "num_canaries")
     rule = LinkSplitRule.of(split)
     rule.index(part)
-    if disjoint and 2 * m > n:
+    if num_src is not None:
+        num_src = _check_num_src(num_src, n)
+        side = min(num_src, n - num_src)
+        if disjoint and m > side:
+            raise ValueError(f"cannot draw {m} disjoint canaries across the sides of {num_src} and {n - num_src} "
+                             f"nodes (each canary takes one node of each side: need num_canaries <= {side}); use "
+                             "fewer canaries or disjoint=False")
+        if m > num_src * (n - num_src):
+            raise ValueError(f"cannot draw {m} distinct canaries among the {num_src * (n - num_src)} pairs across the "
+                             "sides")
+    elif disjoint and 2 * m > n:
         raise ValueError(f"cannot draw {m} disjoint canaries on {n} nodes (need 2 * num_canaries <= num_nodes)")
     edges = set(_pair_keys(edge_index.cpu(), n).tolist())
     taken: set[int] = set()
     used: set[int] = set()
     kept: list[tuple[int, int]] = []
     for _ in range(_MAX_ROUNDS):
-        draw = sample_pairs(n, 4 * (m - len(kept)) + 64, part=part, split=rule, generator=generator)
+        draw = sample_pairs(n, 4 * (m - len(kept)) + 64, part=part, split=rule, generator=generator,
+                            num_src=num_src)
         for u, v in draw.cpu().t().tolist():
             k = u * n + v
             if k in edges or k in taken or (disjoint and (u in used or v in used)):
@@ -192,7 +232,8 @@ def sample_part_canaries(edge_index: Tensor, num_nodes: int, num_canaries: int, 
             kept.append((u, v))
             if len(kept) == m:
                 return torch.tensor(kept, dtype=torch.long, device=edge_index.device).t().contiguous()
-    raise ValueError(f"found only {len(kept)} of {m} canaries among the non-edges of part {part!r}: use fewer "
+    where = "" if num_src is None else " across the sides"
+    raise ValueError(f"found only {len(kept)} of {m} canaries among the non-edges{where} of part {part!r}: use fewer "
                      "canaries" + (" or disjoint=False" if disjoint else ""))
 
 
@@ -200,12 +241,52 @@ def _keys(pairs: Tensor, n: int) -> Tensor:
     return torch.minimum(pairs[0], pairs[1]) * n + torch.maximum(pairs[0], pairs[1])
 
 
-def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, epsilon: float, delta: float,
-                                 num_canaries: int, part: str = "message", key: int, seed: Optional[int] = None,
+def _audited_graph(data: Union[Data, HeteroData], num_src: Optional[int],
+                   clean: bool) -> tuple[Data, Tensor, int, Optional[int]]:
+    """The graph the audit inserts its canaries into and splits, as
+    :class:`~pyg_private.transforms.PrivateLinkSplit` would see it: a user-item ``HeteroData`` as
+    its :func:`~pyg_private.transforms.private_link_split.bipartite_union` with ``split_num_src``,
+    a homogeneous ``Data`` as it is (``split_num_src`` set to ``num_src`` when given). Returns the
+    graph, its undirected simple ``edge_index``, the node count and the source side's size
+    (``None``: a homogeneous graph)."""
+    if isinstance(data, HeteroData):
+        union, n_s = bipartite_union(data, clean=clean)
+        if num_src is not None and _check_num_src(num_src, union.num_nodes) != n_s:
+            raise ValueError(f"`num_src` = {num_src} differs from the HeteroData's source side ({n_s} nodes of type "
+                             f"{union.node_types[0]!r}); leave it out, it is read off the HeteroData")
+        data, num_src = union, n_s
+    elif not isinstance(data, Data):
+        raise TypeError(f"`data` must be a torch_geometric Data or a user-item HeteroData; got {type(data).__name__}")
+    else:
+        carried = getattr(data, "split_num_src", None)
+        if num_src is None:
+            num_src = carried
+        elif carried is not None and carried != num_src:
+            raise ValueError(f"`num_src` = {num_src!r} differs from `data.split_num_src` = {carried!r}")
+    n = declared_num_nodes(data)
+    if n is None:
+        raise ValueError("`data` must declare its number of nodes (features `x` or `num_nodes`)")
+    base, n = simple_undirected(data.edge_index, n, symmetrize=clean, name="data.edge_index")
+    if num_src is None:
+        return data, base, n, None
+    num_src = _check_num_src(num_src, n)
+    same = int(((base[0] < num_src) == (base[1] < num_src)).sum()) // 2
+    if same:
+        raise ValueError(f"{same} edge(s) of `data` join two nodes of the same side of the user-item graph (num_src = "
+                         f"{num_src}): a user-item graph has interactions across its sides only")
+    data = copy.copy(data)
+    data.split_num_src = num_src
+    return data, base, n, num_src
+
+
+def link_prediction_canary_audit(data: Union[Data, HeteroData], config: LinkPredictionConfig, *, epsilon: float,
+                                 delta: float, num_canaries: int, part: str = "message", key: int,
+                                 seed: Optional[int] = None,
                                  shares: Sequence[float] = (0.7, 0.1, 0.1, 0.1), num_edges: Optional[int] = None,
                                  neg_sampling_ratio: float = 1.0, disjoint: bool = True,
                                  guesses: Union[int, Sequence[int], None] = None, confidence: float = 0.95,
-                                 clean: bool = False, accountant=None) -> LinkPredictionAudit:
+                                 clean: bool = False, accountant=None,
+                                 num_src: Optional[int] = None) -> LinkPredictionAudit:
     r"""One-run canary audit of :func:`~pyg_private.models.run_link_prediction` (see the module notes).
 
     Draws ``num_canaries`` non-edges of ``part`` (:func:`sample_part_canaries`), inserts each with
@@ -214,9 +295,15 @@ def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, ep
     non-private pipeline), scores the canaries with the selected candidate and with the private
     decoder, and returns both attacks' one-run lower bounds at ``delta``.
 
+    On a user-item graph (a ``HeteroData`` with one edge type between two node types, or a
+    homogeneous ``Data`` with ``split_num_src`` or ``num_src``) the canaries are user-item pairs and
+    the graph is split as ``PrivateLinkSplit`` splits it (see the module notes).
+
     Args:
-        data (Data): the graph (features ``x``, an undirected simple ``edge_index``; ``clean=True``
-            makes it so first, as ``PrivateLinkSplit(clean=True)`` does).
+        data (Data or HeteroData): the graph (features ``x``, an undirected simple ``edge_index``;
+            ``clean=True`` makes it so first, as ``PrivateLinkSplit(clean=True)`` does), or a user-item
+            ``HeteroData`` (one edge type, plus its ``T.ToUndirected`` reverse if any; features ``x``
+            on both node types).
         config (LinkPredictionConfig): the pipeline's settings.
         epsilon, delta (float): the claimed guarantee (per edge) of the run.
         num_canaries (int): :math:`m`.
@@ -234,9 +321,17 @@ def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, ep
         confidence (float): :math:`c`, shared by the two attacks.
         clean (bool): clean the graph first instead of raising.
         accountant (PrivacyAccountant, optional): the run's ledger (a fresh one when ``None``).
+        num_src (int, optional): a homogeneous ``data`` is the union of a user-item graph whose nodes
+            ``[0, num_src)`` are one side (default: ``data.split_num_src`` if set). Read off a
+            ``HeteroData``.
 
     Returns:
         :class:`LinkPredictionAudit`.
+
+    Raises:
+        ValueError: on bad input (among others: a ``HeteroData`` with several edge types, ``num_src``
+            out of range, an edge within one side, more canaries than the sides can hold), before
+            anything is run or charged.
     """
     shares = tuple(shares)
     if len(shares) != len(PARTS):
@@ -246,18 +341,15 @@ def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, ep
                          "selection's index and the 'test' edges by no release, so their scores show nothing)")
     if not isinstance(config, LinkPredictionConfig):
         raise TypeError(f"`config` must be a LinkPredictionConfig; got {type(config).__name__}")
-    if not isinstance(data, Data):
-        raise TypeError(f"`data` must be a torch_geometric Data; got {type(data).__name__}")
+    if not isinstance(data, (Data, HeteroData)):
+        raise TypeError(f"`data` must be a torch_geometric Data or a user-item HeteroData; got {type(data).__name__}")
     m = _check_count(num_canaries, "num_canaries")
     if m < 2:
         raise ValueError("the audit needs at least 2 canaries")
     c = _check_confidence(confidence)
     if not isinstance(key, Integral) or isinstance(key, bool):
         raise TypeError(f"`key` must be an int; got {type(key).__name__}")
-    n = declared_num_nodes(data)
-    if n is None:
-        raise ValueError("`data` must declare its number of nodes (features `x` or `num_nodes`)")
-    base, n = simple_undirected(data.edge_index, n, symmetrize=clean, name="data.edge_index")
+    data, base, n, num_src = _audited_graph(data, num_src, clean)
     splitter = PrivateLinkSplit(num_val=shares[2], num_test=shares[3], num_message=shares[0], num_train=shares[1],
                                 neg_sampling_ratio=neg_sampling_ratio, key=int(key))
     rule = splitter.rule
@@ -267,7 +359,8 @@ def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, ep
     else:
         gen = torch.Generator().manual_seed(int(seed))
     # the canaries first, then the coins, then the seeds of the split's negatives and of the pipeline
-    pairs = sample_part_canaries(base, n, m, part=part, split=rule, disjoint=disjoint, generator=gen)
+    pairs = sample_part_canaries(base, n, m, part=part, split=rule, disjoint=disjoint, generator=gen,
+                                 num_src=num_src)
     included = torch.rand(m, generator=gen, dtype=torch.float64) < 0.5
     if bool(included.all()) or not bool(included.any()):
         raise ValueError("the coins included all canaries or none: draw again (another seed) or use more canaries")
@@ -283,6 +376,8 @@ def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, ep
     present = torch.isin(_keys(pairs, n), _keys(found.long(), n))
     if not torch.equal(present, included) or not bool((rule.part_of(pairs, n) == PARTS.index(part)).all()):
         raise RuntimeError(f"the split did not put exactly the inserted canaries into the {part!r} part")
+    if getattr(train, "split_num_src", None) != num_src:
+        raise RuntimeError("the split lost the user-item graph's sides (`split_num_src`)")
 
     declared = base.size(1) // 2 if num_edges is None else num_edges
     result = run_link_prediction(train, val, test, config, epsilon=epsilon, delta=delta, num_edges=declared,
@@ -303,4 +398,4 @@ def link_prediction_canary_audit(data: Data, config: LinkPredictionConfig, *, ep
                                epsilon=max(selected.epsilon, private.epsilon), confidence=c,
                                candidate=result.candidate, selected=selected, private=private,
                                selected_scores=selected_scores, private_scores=private_scores, pairs=pairs.cpu(),
-                               included=included, result=result)
+                               included=included, result=result, num_src=num_src)

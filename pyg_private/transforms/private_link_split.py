@@ -103,6 +103,18 @@ def bipartite_union(data: HeteroData, *, clean: bool = False) -> tuple[Data, int
     return union, n_s
 
 
+def _check_sides(pairs: Tensor, num_src: Any, n: int) -> None:
+    """``split_num_src`` of a homogeneous graph: an int in ``[1, n)``, and every edge (``u < v``)
+    joins the two sides."""
+    if isinstance(num_src, bool) or not isinstance(num_src, int) or not 0 < num_src < n:
+        raise ValueError(f"`split_num_src` must be an int in [1, {n - 1}] (the source side of a user-item graph); "
+                         f"got {num_src!r}")
+    same = int(((pairs[0] >= num_src) | (pairs[1] < num_src)).sum())
+    if same:
+        raise ValueError(f"{same} edge(s) join two nodes of the same side of the user-item graph (split_num_src = "
+                         f"{num_src}): a user-item graph has interactions across its sides only")
+
+
 @functional_transform("private_link_split")
 class PrivateLinkSplit(BaseTransform):
     r"""Split a graph for link prediction under edge-level differential privacy (functional name:
@@ -151,7 +163,10 @@ class PrivateLinkSplit(BaseTransform):
     (:func:`bipartite_union`: destination ``j`` becomes node ``n_s + j``, block-diagonal features);
     the outputs are homogeneous ``Data`` over the ``n_s + n_d`` nodes with ``split_num_src = n_s``,
     and the evaluation negatives are drawn among the ``n_s n_d`` user-item pairs of their part
-    (never user-user or item-item). The unit is one interaction.
+    (never user-user or item-item). The unit is one interaction. A homogeneous ``Data`` that carries
+    ``split_num_src`` (such a union, e.g. an output of an earlier split, or one with canary
+    interactions inserted) is split the same way: its nodes ``[0, split_num_src)`` are one side, every
+    edge must join the two sides, and the negatives are drawn across them.
 
     **What it reads and releases.** The split releases nothing and charges nothing: it is a fixed
     map of the graph, and its outputs hold the private edges (your data, to be used only by private
@@ -163,9 +178,8 @@ class PrivateLinkSplit(BaseTransform):
     directions, no self-loop, no duplicate). ``clean=True`` maps any other ``edge_index`` onto one
     (self-loops dropped, missing reverse entries added, duplicates merged): a fixed, deterministic
     map applied to every neighbouring graph alike, after which a graph and its neighbour differ in
-    one undirected edge at most (see :mod:`pyg_private.models.recipe_inputs`). ``HeteroData`` is
-    refused for now: bipartite link prediction (user-item graphs) is to come through node features
-    ``(x_src, x_dst)`` of the two sides.
+    one undirected edge at most (see :mod:`pyg_private.models.recipe_inputs`). A ``HeteroData`` is
+    taken as a user-item graph (above).
 
     Args:
         num_val (float): the share of all node pairs in the validation part. (default: :obj:`0.1`)
@@ -221,6 +235,8 @@ class PrivateLinkSplit(BaseTransform):
             data, num_src = bipartite_union(data, clean=self.clean)
         if not isinstance(data, Data):
             raise TypeError(f"PrivateLinkSplit takes a torch_geometric Data; got {type(data).__name__}")
+        if num_src is None:
+            num_src = getattr(data, "split_num_src", None)  # the union of a user-item graph
         reject_sampled_batch("PrivateLinkSplit", data)
         if getattr(data, "edge_index", None) is None:
             raise ValueError("PrivateLinkSplit splits `data.edge_index`, which these data do not have")
@@ -234,6 +250,8 @@ class PrivateLinkSplit(BaseTransform):
             raise ValueError(f"{err}. PrivateLinkSplit needs an undirected simple graph; pass clean=True to drop "
                              "self-loops, add the missing reverse entries and merge duplicates first") from None
         pairs = edge_index[:, edge_index[0] < edge_index[1]]
+        if num_src is not None:
+            _check_sides(pairs, num_src, n)
         parts = self.rule.part_of(pairs, n) if pairs.numel() else torch.empty(0, dtype=torch.long, device=pairs.device)
         base = copy.copy(data)
         for attr in list(base.keys()):  # everything aligned with (or built from) the input edges

@@ -137,3 +137,25 @@ def test_mixed_splits_are_refused():
     del val.split_num_src
     with pytest.raises(ValueError, match="split_num_src"):
         run_link_prediction(train, val, test, LinkPredictionConfig(), epsilon=1.0, delta=1e-5, num_edges=900)
+
+
+def test_a_homogeneous_union_carrying_split_num_src_is_split_as_the_user_item_graph():
+    data = user_item_graph()
+    union, n_s = bipartite_union(data)
+    union.split_num_src = n_s
+    hetero = _split(data)
+    homo = _split(union)
+    for a, b in zip(hetero, homo):
+        assert b.split_num_src == USERS
+        assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.edge_label_index, b.edge_label_index)
+    for pairs in (homo[1].edge_label_index, homo[2].edge_label_index):  # negatives across the sides too
+        assert bool((pairs.min(0).values < USERS).all()) and bool((pairs.max(0).values >= USERS).all())
+    run_link_prediction(*homo, LinkPredictionConfig(epochs=1), epsilon=1.0, delta=1e-5, num_edges=900, seed=0)
+    inside = union.clone()
+    inside.split_num_src = USERS + 1  # item 0 joins the user side: its interactions are within one side
+    with pytest.raises(ValueError, match="same side"):
+        _split(inside)
+    for bad in (0, USERS + ITEMS, True):
+        inside.split_num_src = bad
+        with pytest.raises(ValueError, match="split_num_src"):
+            _split(inside)
