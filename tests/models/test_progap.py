@@ -327,3 +327,36 @@ def test_node_level_degree_cap_charges_the_capped_bound_and_shares_one_order(mon
     with pytest.raises(ValueError, match="degree_cap"):
         run_progap(data, ProGAPConfig(K=2, **FAST), epsilon=1.0, delta=1e-3, degree_cap=cap,
                    accountant=PrivacyAccountant())
+
+
+def test_label_hop_is_one_more_release_under_the_shared_sigma_and_refused_at_node_level():
+    data = _graph()
+    acct = PrivacyAccountant()
+    config = ProGAPConfig(K=2, label_hop=True, **FAST)
+    result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    events = acct.events_of("edge")
+    assert [e.name for e in events] == ["progap_label_aggregation", "progap_aggregation_0", "progap_aggregation_1"]
+    assert all(e.mu == pytest.approx(1.0 / result.noise_multiplier) for e in events)
+    assert all(e.params["sensitivity"] == pytest.approx(math.sqrt(2)) for e in events)
+    spent = acct.epsilon("edge", 1e-3)
+    assert spent <= 2.0 and spent == pytest.approx(2.0, rel=1e-5)
+    plain = progap_noise_multiplier(epsilon=2.0, delta=1e-3, config=ProGAPConfig(K=2, **FAST), level="edge")
+    assert result.noise_multiplier > plain  # three releases share the budget instead of two
+    counts = result.model.label_counts
+    num_classes = int(data.y.max()) + 1
+    assert counts.shape == (data.num_nodes, num_classes)
+    stage = result.model.stage if result.candidate == "stage" else 0
+    logits = result.model.logits(data.x, data.edge_index, stage=stage)
+    assert logits.shape == (data.num_nodes, num_classes) and len(acct.events_of("edge")) == 3  # cached: no charge
+    with pytest.raises(ValueError, match="label_hop"):
+        result.model.logits(data.x[:-1], data.edge_index[:, (data.edge_index < data.num_nodes - 1).all(0)], stage=0)
+    exact = run_progap(data, config, epsilon=math.inf, delta=1e-3, seed=0).model.label_counts
+    onehot = torch.zeros(data.num_nodes, num_classes)
+    onehot[data.train_mask, data.y[data.train_mask]] = 1.0
+    adjacency = torch.zeros(data.num_nodes, data.num_nodes)
+    adjacency[data.edge_index[0], data.edge_index[1]] = 1.0
+    assert torch.allclose(exact, adjacency @ onehot)  # the training neighbours per class, as documented
+    with pytest.raises(ValueError, match="label_hop"):
+        run_progap(data, config, epsilon=1.0, delta=1e-3, level="node", max_degree=_max_degree(data),
+                   accountant=acct)
+    assert len(acct.events_of("node")) == 0
