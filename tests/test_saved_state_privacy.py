@@ -502,9 +502,23 @@ def _progap_reference(result, **bounds) -> list[torch.Tensor]:
 
 @scenario
 def progap_edge() -> Case:
-    cfg = models.ProGAPConfig(K=1, hidden=4, epochs=3)
+    cfg = models.ProGAPConfig(K=1, hidden=4, epochs=3, label_hop=False)
     result = models.run_progap(private_data(), cfg, epsilon=1.0, delta=1e-3, seed=0)
     return Case({"result": result}, _progap_reference(result))
+
+
+@scenario
+def progap_edge_label_hop() -> Case:
+    """The default at edge level: the label hop's exact counts (A Y_train) and the noise-free
+    aggregation of stage 0's embedding must not be saved; the noisy counts and the public one-hot
+    training labels may."""
+    data = private_data()
+    cfg = models.ProGAPConfig(K=1, hidden=4, epochs=3)
+    result = models.run_progap(data, cfg, epsilon=1.0, delta=1e-3, seed=0)
+    num_classes = result.model.label_onehot.size(1)
+    exact = pnn.ProGAPAggregation(noise_multiplier=0.0)(result.model.label_onehot, EDGE_INDEX)[:, num_classes:]
+    h = result.model.stages[0].embed(torch.cat([X.float(), result.model.label_counts], dim=-1))
+    return Case({"result": result}, [exact, pnn.ProGAPAggregation(noise_multiplier=0.0)(h, EDGE_INDEX)])
 
 
 @scenario

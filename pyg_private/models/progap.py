@@ -159,8 +159,8 @@ class ProGAPConfig:
             node's count of training neighbours per class (the one-hot labels of the training nodes,
             public at edge level, summed over the neighbours: sensitivity :math:`\sqrt 2` as any
             aggregation of unit rows), and append it to the raw features of every stage. One more
-            :math:`1/\sigma`-GDP event under the shared :math:`\sigma`. Refused at node level, where
-            the labels are private.
+            :math:`1/\sigma`-GDP event under the shared :math:`\sigma`. ``None`` (default): on at
+            edge level, off at node level, where the labels are private (``True`` is refused there).
     """
 
     K: int = 2
@@ -182,7 +182,7 @@ class ProGAPConfig:
     checkpoint: Optional[Literal["best_val", "last"]] = None
     dp_epochs: int = 10
     edge_free_candidate: bool = True
-    label_hop: bool = False
+    label_hop: Optional[bool] = None
 
     def __post_init__(self) -> None:
         for name in ("K", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
@@ -201,9 +201,15 @@ class ProGAPConfig:
             raise ValueError(f"`combine` must be 'cat' or 'inputs'; got {self.combine!r}")
         if self.checkpoint not in ("best_val", "last", None):
             raise ValueError(f"`checkpoint` must be 'best_val', 'last' or None; got {self.checkpoint!r}")
-        for name in ("batch_norm", "layerwise", "renormalize", "select_stage", "edge_free_candidate", "label_hop"):
+        for name in ("batch_norm", "layerwise", "renormalize", "select_stage", "edge_free_candidate"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"`{name}` must be a bool; got {getattr(self, name)!r}")
+        if self.label_hop is not None and not isinstance(self.label_hop, bool):
+            raise ValueError(f"`label_hop` must be a bool or None; got {self.label_hop!r}")
+
+    def uses_label_hop(self, level: str) -> bool:
+        """Whether a run at ``level`` releases the label hop (``label_hop=None``: at edge level only)."""
+        return level == "edge" if self.label_hop is None else bool(self.label_hop)
 
 
 @dataclass
@@ -355,6 +361,10 @@ class ProGAPModel:
     #: ``label_hop``: the released noisy counts of training neighbours per class, one row per node of
     #: the training graph (a release: public), appended to the features as in training
     label_counts: Optional[Tensor] = None
+    #: ``label_hop``: its aggregation layer (cached on the training graph) and the training nodes'
+    #: one-hot labels (public at edge level), so that another graph gets its own, charged release
+    label_layer: Optional[ProGAPAggregation] = None
+    label_onehot: Optional[Tensor] = None
 
     @torch.no_grad()
     def logits(self, x: Tensor, edge_index: Tensor, stage: Optional[int] = None) -> Tensor:
@@ -366,11 +376,12 @@ class ProGAPModel:
         if not 0 <= stage < len(self.stages):
             raise ValueError(f"`stage` must lie in [0, {len(self.stages) - 1}]; got {stage!r}")
         feats, h0 = [_normalise_features(x, self.config)], None
-        if self.label_counts is not None:
-            if x.size(0) != self.label_counts.size(0):
-                raise ValueError("a `label_hop` model predicts on the nodes of its training graph: its label counts "
-                                 f"are a release over {self.label_counts.size(0)} nodes, not {x.size(0)}")
-            feats[0] = torch.cat([feats[0], self.label_counts.to(feats[0])], dim=-1)
+        if self.label_layer is not None:
+            if x.size(0) != self.label_onehot.size(0):
+                raise ValueError("a `label_hop` model predicts on the nodes of its training graph (its label hop sums "
+                                 f"the training labels of {self.label_onehot.size(0)} nodes), not on {x.size(0)} nodes")
+            counts = self.label_layer(self.label_onehot, edge_index)[:, self.label_onehot.size(1):]
+            feats[0] = torch.cat([feats[0], counts.to(feats[0])], dim=-1)
         for k in range(stage):
             h0 = _release(self.config, self.stages[k], self.layers[k], feats, h0, k, edge_index)
         model = self.stages[stage].eval()
@@ -395,7 +406,7 @@ def _dp_sgd_plan(num_train: int, config: ProGAPConfig) -> tuple[float, int]:
 def _planned_events(sigma: float, *, config: ProGAPConfig, level: str, num_train: int) -> list[PrivacyEvent]:
     """The events a run with noise multiplier ``sigma`` registers (their costs, not their grids)."""
     events = [gdp_event(unit=level, mu=1.0 / sigma, name=f"progap_aggregation_{k}") for k in range(config.K)]
-    if config.label_hop and level == "edge":
+    if config.uses_label_hop(level) and level == "edge":
         events.append(gdp_event(unit=level, mu=1.0 / sigma, name="progap_label_aggregation"))
     if level == "node":
         rate, steps = _dp_sgd_plan(num_train, config)
@@ -488,7 +499,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     elif max_degree is not None or num_nodes is not None or degree_cap is not None:
         raise ValueError("`max_degree`, `num_nodes` and `degree_cap` are node-level settings; edge level declares "
                          "none")
-    if level == "node" and config.label_hop:
+    if level == "node" and config.label_hop is True:
         raise ValueError("`label_hop=True` aggregates the training labels, private at node level and charged by no "
                          "node-level event: use it at edge level")
     if level == "node" and config.checkpoint == "best_val":
@@ -549,11 +560,11 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     stages: list[_Stage] = []
     layers: list[ProGAPAggregation] = []
     feats, h0 = [_normalise_features(x, config)], None
-    label_counts = None
-    if config.label_hop:  # the training nodes' one-hot labels summed over the neighbours: one release
+    label_counts = label_layer = onehot = None
+    if config.uses_label_hop(level):  # the training nodes' one-hot labels summed over the neighbours: one release
         onehot = torch.zeros(n, num_classes, dtype=torch.float64, device=x.device)
         onehot[train, y[train]] = 1.0
-        label_layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=False,
+        label_layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True,
                                         generator=gen, name="progap_label_aggregation", sampler=sampler, **noise)
         label_counts = label_layer(onehot, ei)[:, num_classes:].float()
         feats[0] = torch.cat([feats[0], label_counts], dim=-1)
@@ -589,7 +600,9 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, level=level,
                         noise_std=sigma * sensitivity, noise_multiplier=sigma, accountant=acct,
                         model=ProGAPModel(config, stages, layers, chosen, level=level, mlp=mlp,
-                                          label_counts=label_counts), candidate=candidate)
+                                          label_counts=label_counts, label_layer=label_layer,
+                                          label_onehot=onehot),
+                        candidate=candidate)
 
 
 def search_progap(datasets: Sequence[Data], grid: Iterable[ProGAPConfig], *, epsilon: float, delta: float,

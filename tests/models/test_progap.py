@@ -18,7 +18,7 @@ from pyg_private.models import progap as progap_module
 from pyg_private.nn import gap_aggregation as gap_module
 from pyg_private.nn.progap_aggregation import ProGAPAggregation, sum_aggregation_node_sensitivity
 
-FAST = dict(epochs=3, hidden=8)
+FAST = dict(epochs=3, hidden=8, label_hop=False)  # the stages alone (the label hop has its own test)
 
 
 @pytest.fixture(autouse=True)
@@ -294,8 +294,7 @@ def test_a_run_past_the_budget_is_refused_before_any_charge():
 
 
 def test_end_to_end_the_aggregations_carry_the_graph():
-    """Weak features, homophilous graph: without noise the last stage beats the edge-free stage 0 by far;
-    the model re-runs on the training graph from its cached releases at no cost."""
+    """Weak features, homophilous graph: without noise the last stage beats stage 0 by far; the model re-runs on the training graph from its cached releases at no cost."""
     data = _graph(n=150, signal=0.6)
     config = ProGAPConfig(K=2, hidden=16, epochs=100, weight_decay=5e-3)
     ref = run_progap(data, config, epsilon=math.inf, delta=1e-3, seed=0)
@@ -303,7 +302,8 @@ def test_end_to_end_the_aggregations_carry_the_graph():
     private = run_progap(data, config, epsilon=8.0, delta=1e-3, seed=0)
     assert private.accountant.epsilon("edge", 1e-3) <= 8.0
     logits = private.model.logits(data.x, data.edge_index)
-    assert logits.shape == (150, 3) and len(private.accountant) == 2  # cached: nothing new charged
+    # the label hop and the two aggregations, each cached: nothing new charged
+    assert logits.shape == (150, 3) and len(private.accountant) == 3
     pred = logits.argmax(-1)
     assert float((pred[data.val_mask] == data.y[data.val_mask]).float().mean()) == pytest.approx(
         private.val_accuracy)
@@ -332,7 +332,7 @@ def test_node_level_degree_cap_charges_the_capped_bound_and_shares_one_order(mon
 def test_label_hop_is_one_more_release_under_the_shared_sigma_and_refused_at_node_level():
     data = _graph()
     acct = PrivacyAccountant()
-    config = ProGAPConfig(K=2, label_hop=True, **FAST)
+    config = ProGAPConfig(K=2, **{**FAST, "label_hop": True})
     result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
     events = acct.events_of("edge")
     assert [e.name for e in events] == ["progap_label_aggregation", "progap_aggregation_0", "progap_aggregation_1"]
