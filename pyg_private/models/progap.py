@@ -90,7 +90,9 @@ The exception is ``layerwise=True`` (the authors': ``False``): on Cora at edge l
 3 seeds, ``K = 3``, retraining the earlier bases lost 4 to 8 points of validation accuracy at
 stages 1 to 3 on both a 10% and a 70% training split (the base on the raw features keeps fitting
 the few training nodes). Their grid is learning rate {0.01, 0.05} x base layers {1, 2} x depth
-``K`` in 1..5; ``K = 2`` is the default here.
+``K`` in 1..5; ``K = 2`` is the default here. The label hop (``label_hop``, on at edge level) is
+this library's: the training labels' one-hop counts as one more release (see
+:class:`ProGAPConfig`), measured across the offline graphs before it became the default.
 """
 from __future__ import annotations
 
