@@ -26,10 +26,12 @@ and :math:`\mathbf{X}_1, \dots, \mathbf{X}_K` (the noisy aggregations):
 Every MLP layer is Linear, SELU, BatchNorm, dropout (``batch_norm``; the bases' last layers too,
 the heads' last layers plain); each stage restores its epoch of best validation accuracy
 (``checkpoint``, edge level). The prediction is the head of one stage: the one with the best
-**validation** accuracy (``select_stage=True``, so the edge-free stage 0 is always a candidate; the
-authors predict with the last stage and tune the depth on validation), or the last stage. At edge
-level a plain PyG MLP on the raw features (:func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp`,
-``edge_free_candidate``; free there) is a further candidate of the same selection.
+**validation** accuracy (``select_stage=True``, so stage 0, which reads no aggregation of the
+features, is always a candidate; the authors predict with the last stage and tune the depth on
+validation), or the last stage. At edge level a plain PyG MLP on the raw features
+(:func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp`, ``edge_free_candidate``; free there)
+is a further candidate of the same selection, the edge-free one (with the label hop, stage 0
+reads the released label counts).
 ``combine="inputs"`` is the earlier variant of this package: one new base per stage over
 :math:`[\mathrm{normalize}(\mathbf{H}_0) \,\|\, \mathbf{X}_1 \,\|\, \cdots \,\|\, \mathbf{X}_k]`,
 no row normalisation before the head, its output the stage's embedding.
