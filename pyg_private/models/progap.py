@@ -158,7 +158,9 @@ class ProGAPConfig:
         edge_free_candidate: at edge level, also train the plain PyG MLP of
             :func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp` on the raw features (public
             there: free) and predict with it when it validates better than the selected stage
-            (:attr:`ProGAPResult.candidate` says which won). Node level trains no such candidate.
+            (:attr:`ProGAPResult.candidate` says which won). With the label hop, the same MLP on the
+            features and the released counts is a further candidate (``"label-mlp"``: post-processing
+            of the release, no further cost). Node level trains no such candidate.
         label_hop: at edge level, also release :math:`\mathbf{A}\mathbf{Y}_{train} + \mathbf{Z}`, every
             node's count of training neighbours per class (the one-hot labels of the training nodes,
             public at edge level, summed over the neighbours: sensitivity :math:`\sqrt 2` as any
@@ -241,8 +243,9 @@ class ProGAPResult:
     noise_multiplier: float = 0.0
     accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
     model: Optional["ProGAPModel"] = field(default=None, repr=False)
-    #: what predicts: ``"stage"`` (the head of ``stage``) or ``"mlp"`` (the plain PyG MLP, edge level;
-    #: see ``ProGAPConfig.edge_free_candidate``)
+    #: what predicts: ``"stage"`` (the head of ``stage``), ``"mlp"`` (the plain PyG MLP, edge level;
+    #: see ``ProGAPConfig.edge_free_candidate``) or ``"label-mlp"`` (the same MLP on the features and
+    #: the label hop's released counts)
     candidate: str = "stage"
 
 
@@ -369,23 +372,30 @@ class ProGAPModel:
     #: one-hot labels (public at edge level), so that another graph gets its own, charged release
     label_layer: Optional[ProGAPAggregation] = None
     label_onehot: Optional[Tensor] = None
+    #: whether :attr:`mlp` reads the label hop's counts next to the features (``"label-mlp"``)
+    mlp_reads_labels: bool = False
+
+    def _label_counts(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        if x.size(0) != self.label_onehot.size(0):
+            raise ValueError("a `label_hop` model predicts on the nodes of its training graph (its label hop sums "
+                             f"the training labels of {self.label_onehot.size(0)} nodes), not on {x.size(0)} nodes")
+        return self.label_layer(self.label_onehot, edge_index)[:, self.label_onehot.size(1):].float()
 
     @torch.no_grad()
     def logits(self, x: Tensor, edge_index: Tensor, stage: Optional[int] = None) -> Tensor:
-        """Class scores of every node from the head of ``stage`` (default: the selected candidate, the
-        MLP when it won; it reads no edge)."""
+        """Class scores of every node from the head of ``stage`` (default: the selected candidate; the
+        plain MLP reads no edge, the label MLP the label hop's released counts)."""
         if stage is None and self.mlp is not None:
-            return self.mlp.eval()(x.float())
+            inputs = x.float()
+            if self.mlp_reads_labels:
+                inputs = torch.cat([inputs, self._label_counts(x, edge_index).to(inputs)], dim=-1)
+            return self.mlp.eval()(inputs)
         stage = self.stage if stage is None else int(stage)
         if not 0 <= stage < len(self.stages):
             raise ValueError(f"`stage` must lie in [0, {len(self.stages) - 1}]; got {stage!r}")
         feats, h0 = [_normalise_features(x, self.config)], None
         if self.label_layer is not None:
-            if x.size(0) != self.label_onehot.size(0):
-                raise ValueError("a `label_hop` model predicts on the nodes of its training graph (its label hop sums "
-                                 f"the training labels of {self.label_onehot.size(0)} nodes), not on {x.size(0)} nodes")
-            counts = self.label_layer(self.label_onehot, edge_index)[:, self.label_onehot.size(1):]
-            feats[0] = torch.cat([feats[0], counts.to(feats[0])], dim=-1)
+            feats[0] = torch.cat([feats[0], self._label_counts(x, edge_index).to(feats[0])], dim=-1)
         for k in range(stage):
             h0 = _release(self.config, self.stages[k], self.layers[k], feats, h0, k, edge_index)
         model = self.stages[stage].eval()
@@ -598,6 +608,13 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
             val_acc, test_acc, candidate = mlp_val, accuracy(mlp, x.float(), y, test), "mlp"
         else:
             mlp = None
+    if label_counts is not None and config.edge_free_candidate:  # the same MLP on [x, counts]: post-processing
+        with_labels = torch.cat([x.float(), label_counts], dim=-1)
+        label_mlp = fit_edge_free_mlp(with_labels, y, train, val, num_classes, seed=seed)
+        label_val = accuracy(label_mlp, with_labels, y, val)
+        if label_val > val_acc:
+            val_acc, test_acc, candidate = label_val, accuracy(label_mlp, with_labels, y, test), "label-mlp"
+            mlp = label_mlp
     sensitivity = capped_sum_aggregation_node_sensitivity(max_degree, degree_cap) if level == "node" \
         else math.sqrt(2.0)
     return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=val_acc, test_accuracy=test_acc,
@@ -605,7 +622,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
                         noise_std=sigma * sensitivity, noise_multiplier=sigma, accountant=acct,
                         model=ProGAPModel(config, stages, layers, chosen, level=level, mlp=mlp,
                                           label_counts=label_counts, label_layer=label_layer,
-                                          label_onehot=onehot),
+                                          label_onehot=onehot, mlp_reads_labels=candidate == "label-mlp"),
                         candidate=candidate)
 
 

@@ -360,3 +360,21 @@ def test_label_hop_is_one_more_release_under_the_shared_sigma_and_refused_at_nod
         run_progap(data, config, epsilon=1.0, delta=1e-3, level="node", max_degree=_max_degree(data),
                    accountant=acct)
     assert len(acct.events_of("node")) == 0
+
+
+def test_the_label_mlp_candidate_predicts_from_the_released_counts_at_no_cost():
+    data = _graph(n=150, signal=0.2)
+    acct = PrivacyAccountant()
+    result = run_progap(data, ProGAPConfig(K=1, **{**FAST, "label_hop": True}), epsilon=math.inf, delta=1e-3,
+                        accountant=acct, seed=0)
+    model = result.model
+    assert result.candidate in ("stage", "mlp", "label-mlp")
+    model.mlp_reads_labels = True  # force the label MLP's path: it appends the cached counts
+    from pyg_private.models.edge_free_mlp import fit_edge_free_mlp
+    with_labels = torch.cat([data.x.float(), model.label_counts], dim=-1)
+    model.mlp = fit_edge_free_mlp(with_labels, data.y, data.train_mask, data.val_mask, int(data.y.max()) + 1, seed=0)
+    assert torch.allclose(model.logits(data.x, data.edge_index), model.mlp.eval()(with_labels))
+    private = run_progap(data, ProGAPConfig(K=1, **{**FAST, "label_hop": True}), epsilon=4.0, delta=1e-3, seed=0)
+    before = len(private.accountant)
+    private.model.logits(data.x, data.edge_index)
+    assert len(private.accountant) == before == 2  # the label hop and one aggregation, both cached
