@@ -4,8 +4,9 @@ The recipe is :func:`pyg_private.models.run_link_prediction` on a split made by
 :class:`~pyg_private.transforms.PrivateLinkSplit` (a keyed hash of every node pair: message /
 supervision / validation / test, 70 / 10 / 10 / 10 %; one negative per validation and test edge,
 drawn uniformly in the same part, never filtered against the graph). Its three parts (a GAP release
-of the features' 32 principal components over the message edges, a decoder trained by DP-SGD on the
-supervision edges, report noisy max on the validation edges) compose in parallel: the run costs
+of the features' 32 principal components and a release of the degrees over the message edges, a
+decoder trained by DP-SGD on the supervision edges, report noisy max on the validation edges)
+compose in parallel: the run costs
 ``(epsilon, delta)`` at edge level, one ledger. Printed and written per epsilon and split:
 
 * ``selected``: what the recipe predicts with (its validation selection among the candidates below);

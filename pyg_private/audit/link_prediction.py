@@ -117,7 +117,7 @@ class LinkPredictionAudit:
         selected_scores, private_scores (Tensor): ``[m]`` float64 scores of the two attacks.
         pairs (Tensor): ``[2, m]`` canaries (``u < v``), all in ``part``.
         included (Tensor): ``[m]`` bool: the coins (canary inserted).
-        result (LinkPredictionResult): the run (its ``accountant`` holds its three events and
+        result (LinkPredictionResult): the run (its ``accountant`` holds its events and
             nothing else; its ``model`` the released predictors).
         num_src (int, optional): on a user-item graph, the source side's node count :math:`n_s` of
             the union graph (every canary joins ``[0, n_s)`` to ``[n_s, n)``); ``None`` otherwise.

@@ -68,12 +68,17 @@ class LinkDecoder(nn.Module):
       :math:`(K + 1)(K + 2)/2 + 1` parameters (7 for ``K = 2``), so DP-SGD's noise, which grows with
       the number of parameters, barely moves it; the channels themselves are post-processing of the
       release. With ``raw=(start, stop)`` the cosine of those columns (the raw public features,
-      which the principal components before the release may blur) is one more channel.
-      ``in_channels``, ``hidden`` and ``layers`` are unused.
+      which the principal components before the release may blur) is one more channel. With
+      ``degree=c`` the column ``c`` holds a per-node **degree channel** :math:`r` (in the recipe: the
+      square root of the node's released noisy degree, scaled to mean 1) and the pair gets two more
+      channels, :math:`r_u + r_v` and :math:`r_u r_v`: the evaluation negatives are uniform pairs, the
+      positives are edges, whose ends have higher degrees (preferential attachment, Barabasi and
+      Albert 1999). ``in_channels``, ``hidden`` and ``layers`` are unused.
     """
 
     def __init__(self, in_channels: int, hidden: int, layers: int, kind: str = "hadamard", *,
-                 columns: tuple[int, int], blocks: int = 1, raw: Optional[tuple[int, int]] = None) -> None:
+                 columns: tuple[int, int], blocks: int = 1, raw: Optional[tuple[int, int]] = None,
+                 degree: Optional[int] = None) -> None:
         super().__init__()
         if kind not in ("hadamard", "dot", "channels"):
             raise ValueError(f"`decoder` must be 'hadamard', 'dot' or 'channels'; got {kind!r}")
@@ -81,14 +86,18 @@ class LinkDecoder(nn.Module):
         self.columns = (int(columns[0]), int(columns[1]))
         self.blocks = int(blocks)
         self.raw: Optional[tuple[int, int]] = None
+        self.degree: Optional[int] = None
+        if degree is not None and kind != "channels":
+            raise ValueError("only the 'channels' decoder reads a degree column")
         if kind == "channels":
             if (self.columns[1] - self.columns[0]) % self.blocks:
                 raise ValueError("the columns must split into `blocks` equal blocks")
             rows, cols = torch.triu_indices(self.blocks, self.blocks)
             self.register_buffer("pairs", torch.stack([rows, cols]), persistent=False)
             self.raw = None if raw is None else (int(raw[0]), int(raw[1]))
+            self.degree = None if degree is None else int(degree)
             self.node = None
-            self.score = nn.Linear(rows.numel() + (self.raw is not None), 1)
+            self.score = nn.Linear(rows.numel() + (self.raw is not None) + 2 * (self.degree is not None), 1)
             nn.init.zeros_(self.score.weight)
             nn.init.zeros_(self.score.bias)
             return
@@ -108,6 +117,9 @@ class LinkDecoder(nn.Module):
                 c, e = self.raw
                 cos = F.cosine_similarity(z_u[..., c:e], z_v[..., c:e], dim=-1)
                 channels = torch.cat([channels, cos.unsqueeze(-1)], dim=-1)
+            if self.degree is not None:
+                r_u, r_v = z_u[..., self.degree], z_v[..., self.degree]
+                channels = torch.cat([channels, (r_u + r_v).unsqueeze(-1), (r_u * r_v).unsqueeze(-1)], dim=-1)
             return self.score(channels).squeeze(-1)
         h = self.node(z_u[..., a:b]) * self.node(z_v[..., a:b])
         return self.score(h).squeeze(-1) if self.score is not None else h.sum(-1)

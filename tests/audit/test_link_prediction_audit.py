@@ -1,6 +1,7 @@
 """The one-run canary audit of the private link predictor: canaries inside one part of the keyed
 split, never edges; the attack on the non-private pipeline works, the private run at epsilon 1 is
-not caught; the run's ledger holds its three events and nothing else."""
+not caught; the run's ledger holds its four events (the hops, the degrees, the decoder, the
+selection) and nothing else."""
 import math
 
 import pytest
@@ -75,13 +76,14 @@ def test_the_non_private_pipeline_is_caught_through_its_message_part():
 
 
 @pytest.mark.parametrize("part", ["message", "train"])
-def test_the_private_run_at_epsilon_one_is_not_caught_and_its_ledger_holds_three_events(part):
+def test_the_private_run_at_epsilon_one_is_not_caught_and_its_ledger_holds_its_four_events(part):
     audit = _audit(1.0, part=part)
     _check_canaries(audit, part)
     assert audit.epsilon < 1.0 and not audit.contradicts_claim
     acct = audit.result.accountant
-    assert [e.mechanism for e in acct.events] == ["gap_aggregation", "subsampled_gaussian", "report_noisy_max"]
-    assert [e.name for e in acct.events] == ["link_encoder", "link_decoder", "link_selection"]
+    assert [e.mechanism for e in acct.events] == ["gap_aggregation", "progap_aggregation", "subsampled_gaussian",
+                                                 "report_noisy_max"]
+    assert [e.name for e in acct.events] == ["link_encoder", "link_degrees", "link_decoder", "link_selection"]
     groups = acct.parallel_groups
     assert list(groups) == ["link_prediction"] and groups["link_prediction"]["parts"] == 3
     assert acct.get_epsilon(DELTA) == pytest.approx(1.0, rel=1e-9)

@@ -120,7 +120,7 @@ def test_the_private_run_on_a_user_item_graph_is_not_caught(eps, part):
     _check_canaries(audit, part)
     assert audit.epsilon < eps and not audit.contradicts_claim
     acct = audit.result.accountant
-    assert [e.name for e in acct.events] == ["link_encoder", "link_decoder", "link_selection"]
+    assert [e.name for e in acct.events] == ["link_encoder", "link_degrees", "link_decoder", "link_selection"]
     assert acct.get_epsilon(DELTA) == pytest.approx(eps, rel=1e-9)
 
 

@@ -13,6 +13,7 @@ from torch_geometric.utils import stochastic_blockmodel_graph
 from pyg_private import PrivacyAccountant
 from pyg_private.accounting import compose
 from pyg_private.models import LinkPredictionConfig, LinkPredictionResult, run_link_prediction
+from pyg_private.models.link_training import LinkDecoder
 from pyg_private.models.link_training import report_noisy_max
 from pyg_private.transforms import PrivateLinkSplit
 from pyg_private.utils import LinkSplitRule
@@ -50,12 +51,18 @@ def test_one_ledger_three_parts_and_the_total_is_one_part():
     result = _run(2.0, accountant=acct, config=subsampled)
     assert result.sample_rate < 1.0 and isinstance(result, LinkPredictionResult) and result.accountant is acct
     events = acct.events
-    assert [e.mechanism for e in events] == ["gap_aggregation", "subsampled_gaussian", "report_noisy_max"]
+    assert [e.name for e in events] == ["link_encoder", "link_degrees", "link_decoder", "link_selection"]
+    assert [e.mechanism for e in events][2:] == ["subsampled_gaussian", "report_noisy_max"]
     assert all(e.unit.value == "edge" for e in events)
     groups = acct.parallel_groups
     assert list(groups) == ["link_prediction"] and groups["link_prediction"]["parts"] == 3
-    parts = {e.name: compose([e]).epsilon(DELTA) for e in events}
-    assert parts["link_encoder"] == pytest.approx(2.0, rel=1e-9)  # the encoder part: exactly (eps, delta)
+    parts = {e.name: compose([e]).epsilon(DELTA) for e in events[2:]}
+    # the message part, the hops and the degrees together: exactly (eps, delta), the degrees a quarter of mu^2
+    parts["message"] = compose(events[:2]).epsilon(DELTA)
+    assert parts["message"] == pytest.approx(2.0, rel=1e-9) and parts["message"] <= 2.0
+    mu_hops, mu_degrees = (math.sqrt(e.params.get("K", 1)) / e.params["noise_multiplier"] for e in events[:2])
+    assert mu_degrees ** 2 / (mu_hops ** 2 + mu_degrees ** 2) == pytest.approx(0.25, rel=1e-6)
+    assert result.degree_noise_multiplier == events[1].params["noise_multiplier"]
     assert 2.0 * 0.99 < parts["link_decoder"] <= 2.0 and parts["link_selection"] <= 2.0
     total = acct.get_epsilon(DELTA)
     assert total == pytest.approx(max(parts.values()), rel=1e-9) and total == pytest.approx(2.0, rel=1e-9)
@@ -90,8 +97,8 @@ def test_the_non_private_reference_charges_nothing_and_the_encoder_free_candidat
     assert len(acct) == 0 and result.noise_multiplier == 0.0 and result.encoder_noise_multiplier == 0.0
     assert set(result.candidates) == {"private", "release cosine", "encoder-free", "feature cosine"}
     assert result.candidates["release cosine"]["test"]["auc"] > 0.7
-    private = _run(8.0, config=cfg)  # the two decoders in one DP-SGD run: still three events
-    assert len(private.accountant) == 3 and "encoder-free" in private.model.decoders
+    private = _run(8.0, config=cfg)  # the two decoders in one DP-SGD run: still one event of DP-SGD
+    assert len(private.accountant) == 4 and "encoder-free" in private.model.decoders
 
 
 def test_the_model_scores_pairs_from_its_cached_release():
@@ -100,14 +107,14 @@ def test_the_model_scores_pairs_from_its_cached_release():
     train = SPLIT[0]
     pairs = SPLIT[2].edge_label_index
     scores = model.score(train.x, train.edge_index, pairs, "private")
-    assert scores.shape == (pairs.size(1),) and len(acct) == 3  # the release reused: no new charge
+    assert scores.shape == (pairs.size(1),) and len(acct) == 4  # the releases reused: no new charge
     for name in result.candidates:
         assert model.score(train.x, train.edge_index, pairs, name).shape == scores.shape
     u, v = train.edge_index[:, 0].tolist()
     other = train.edge_index[:, ~(((train.edge_index[0] == u) & (train.edge_index[1] == v))
                                   | ((train.edge_index[0] == v) & (train.edge_index[1] == u)))]
-    model.score(train.x, other, pairs, "private")  # another graph (one edge less): a new release
-    assert len(acct) == 4
+    model.score(train.x, other, pairs, "private")  # another graph (one edge less): new releases
+    assert len(acct) == 6 and [e.name for e in acct.events[4:]] == ["link_encoder", "link_degrees"]
 
 
 def _tamper(fn):
@@ -214,7 +221,6 @@ def test_report_noisy_max_is_exact_and_epsilon_dp():
 
 
 def test_the_channels_decoder_is_a_symmetric_logistic_model_on_cosines():
-    from pyg_private.models.link_training import LinkDecoder
 
     torch.manual_seed(0)
     dec = LinkDecoder(12, 8, 1, "channels", columns=(0, 12), blocks=3, raw=(12, 17))
@@ -237,7 +243,45 @@ def test_the_channels_decoder_runs_end_to_end_and_scores_from_the_model():
     cfg = LinkPredictionConfig(epochs=5, selection_pairs=2000, feature_dim=4, batch_size=512, decoder="channels",
                                lr=0.1)
     result = _run(50.0, config=cfg)
-    assert result.candidates["private"]["test"]["auc"] > 0.6 and len(result.accountant) == 3
+    assert result.candidates["private"]["test"]["auc"] > 0.6 and len(result.accountant) == 4
     pairs = SPLIT[2].edge_label_index
     scores = result.model.score(SPLIT[0].x, SPLIT[0].edge_index, pairs, "private")
-    assert scores.shape == (pairs.size(1),) and len(result.accountant) == 3
+    assert scores.shape == (pairs.size(1),) and len(result.accountant) == 4
+    assert torch.allclose(scores, result.model.decoders["private"](*_decoder_rows(result.model, pairs)))
+
+
+def _decoder_rows(model, pairs):
+    x, ei = SPLIT[0].x, SPLIT[0].edge_index
+    z = torch.cat([model.embed(x, ei), torch.nn.functional.normalize(x.float(), dim=-1)], dim=-1)
+    root = model.degrees(x, ei).clamp(min=0).sqrt()
+    zd = torch.cat([z, (root / root.mean()).unsqueeze(-1)], dim=-1)
+    return zd[pairs[0]], zd[pairs[1]]
+
+
+def test_the_channels_decoder_reads_the_degree_column_as_a_sum_and_a_product():
+    torch.manual_seed(0)
+    dec = LinkDecoder(12, 8, 1, "channels", columns=(0, 12), blocks=3, raw=(12, 17), degree=17)
+    assert sum(p.numel() for p in dec.parameters()) == 6 + 1 + 2 + 1  # + the degrees' sum and product
+    with torch.no_grad():
+        dec.score.weight.zero_()
+        dec.score.weight[0, 7:9] = torch.tensor([2.0, -1.0])
+    zu, zv = torch.randn(5, 18), torch.randn(5, 18)
+    assert torch.allclose(dec(zu, zv), 2.0 * (zu[:, 17] + zv[:, 17]) - zu[:, 17] * zv[:, 17], atol=1e-6)
+    assert torch.allclose(dec(zu, zv), dec(zv, zu))
+    with pytest.raises(ValueError, match="only the 'channels' decoder"):
+        LinkDecoder(12, 8, 1, "dot", columns=(0, 12), degree=12)
+
+
+def test_the_degree_share_is_resolved_checked_and_zero_turns_the_release_off():
+    assert LinkPredictionConfig().degree_fraction() == 0.25
+    assert LinkPredictionConfig(decoder="dot").degree_fraction() == 0.0
+    for bad in (-0.1, 1.0, True, "0.2"):
+        with pytest.raises(ValueError, match="degree_share"):
+            LinkPredictionConfig(degree_share=bad)
+    with pytest.raises(ValueError, match="only the 'channels' decoder reads"):
+        LinkPredictionConfig(decoder="dot", degree_share=0.2)
+    cfg = LinkPredictionConfig(epochs=2, selection_pairs=500, feature_dim=4, degree_share=0.0)
+    result = _run(2.0, config=cfg)
+    assert [e.name for e in result.accountant.events][0] == "link_encoder" and len(result.accountant) == 3
+    assert result.model.degree_layer is None and result.degree_noise_multiplier == 0.0
+    assert compose(result.accountant.events[:1]).epsilon(DELTA) == pytest.approx(2.0, rel=1e-9)
