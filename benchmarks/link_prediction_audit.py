@@ -13,7 +13,7 @@ candidate, the one-run lower bound of each attack (each at 97.5 %, so that their
 show the implementation broken and is flagged.
 
 ``--wide-epsilons`` adds train-part runs with a decoder that can memorise (a two-layer node MLP of
-width 256, dot product, 200 epochs, Adam 0.01): the default decoder has 8 parameters and cannot
+width 256, dot product, 200 epochs, Adam 0.01): the default decoder has 10 parameters and cannot
 memorise one supervision pair, so its train-part audit stays near chance even without privacy.
 
 Usage::

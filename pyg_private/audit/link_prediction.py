@@ -32,9 +32,10 @@ split:
 
 **What the attack can see.** A ``message`` canary moves the encoder's release: the hop
 :math:`\mathbf X^{(1)}_v` of an endpoint then sums the other endpoint's features, which raises the
-cosine channels of the pair that the decoder reads. A ``train`` canary moves only the DP-SGD
+cosine channels of the pair that the decoder reads, and it adds one to both endpoints' released
+degrees (the decoder's degree channels). A ``train`` canary moves only the DP-SGD
 decoder, through one supervision example among hundreds: a small decoder (the default
-``"channels"`` decoder has at most 8 parameters) cannot memorise one pair, so even the non-private run
+``"channels"`` decoder has at most 10 parameters) cannot memorise one pair, so even the non-private run
 leaves the train-part attack near chance; a decoder with the capacity to memorise (a wide node
 MLP trained long, without privacy) does show it. The ``val`` part (read only by the selection's
 index) and the ``test`` part (read by nothing that is released) are not offered.

@@ -125,8 +125,8 @@ class LinkPredictionConfig:
             the others, which read no degree (a share above 0 is refused there).
 
     The defaults keep the decoder small, because DP-SGD's noise grows with the number of parameters
-    and the supervision part is small (10% of the pairs): the ``"channels"`` decoder (8 parameters
-    for ``K = 2``) with a learning rate of 0.1 on a 32-component release. Measured (one seed, test
+    and the supervision part is small (10% of the pairs): the ``"channels"`` decoder (10 parameters
+    for ``K = 2``, 8 before the degree channels) with a learning rate of 0.1 on a 32-component release. Measured (one seed, test
     ROC-AUC at epsilon 1 / 4 / 8): on Amazon Computers 0.834 / 0.925 / - against 0.717 for the feature
     cosine (the dot-product decoder: lower); on Cora 0.780 / 0.803 / 0.829 against the cosine's 0.810
     (the dot product 0.628 / 0.713 / 0.780, a two-layer Hadamard MLP 0.55 to 0.59 at 8).
