@@ -167,6 +167,12 @@ class ProGAPConfig:
             aggregation of unit rows), and append it to the raw features of every stage. One more
             :math:`1/\sigma`-GDP event under the shared :math:`\sigma`. ``None`` (default): on at
             edge level, off at node level, where the labels are private (``True`` is refused there).
+        label_hop_rows: what the label hop sums. ``"train"``: the one-hot labels of the training
+            nodes (rows of the other nodes are zero). ``"predicted"``: the same, and for every other
+            node the one-hot class that the plain edge-free MLP (``edge_free_candidate``'s, trained
+            on public features and labels) predicts, so that every neighbour counts (the
+            cluster-degree vectors of LPGNet, Kolluri et al., CCS 2022). Either way the rows are
+            unit or zero rows computed without the graph: the same sensitivity and event.
     """
 
     K: int = 2
@@ -189,6 +195,7 @@ class ProGAPConfig:
     dp_epochs: int = 10
     edge_free_candidate: bool = True
     label_hop: Optional[bool] = None
+    label_hop_rows: Literal["train", "predicted"] = "train"
 
     def __post_init__(self) -> None:
         for name in ("K", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
@@ -212,6 +219,8 @@ class ProGAPConfig:
                 raise ValueError(f"`{name}` must be a bool; got {getattr(self, name)!r}")
         if self.label_hop is not None and not isinstance(self.label_hop, bool):
             raise ValueError(f"`label_hop` must be a bool or None; got {self.label_hop!r}")
+        if self.label_hop_rows not in ("train", "predicted"):
+            raise ValueError(f"`label_hop_rows` must be 'train' or 'predicted'; got {self.label_hop_rows!r}")
 
     def uses_label_hop(self, level: str) -> bool:
         """Whether a run at ``level`` releases the label hop (``label_hop=None``: at edge level only)."""
@@ -574,10 +583,16 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     stages: list[_Stage] = []
     layers: list[ProGAPAggregation] = []
     feats, h0 = [_normalise_features(x, config)], None
-    label_counts = label_layer = onehot = None
+    label_counts = label_layer = onehot = edge_free = None
     if config.uses_label_hop(level):  # the training nodes' one-hot labels summed over the neighbours: one release
         onehot = torch.zeros(n, num_classes, dtype=torch.float64, device=x.device)
         onehot[train, y[train]] = 1.0
+        if config.label_hop_rows == "predicted":  # the edge-free MLP's class elsewhere (public: reads no edge)
+            edge_free = fit_edge_free_mlp(x, y, train, val, num_classes, seed=seed)
+            with torch.no_grad():
+                predicted = edge_free(x.float()).argmax(dim=-1)
+            others = (~train).nonzero().view(-1)
+            onehot[others, predicted[others]] = 1.0
         label_layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True,
                                         generator=gen, name="progap_label_aggregation", sampler=sampler, **noise)
         label_counts = label_layer(onehot, ei)[:, num_classes:].float()
@@ -602,7 +617,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     chosen = max(range(len(vals)), key=lambda i: (vals[i], -i)) if config.select_stage else config.K
     val_acc, test_acc, candidate, mlp = vals[chosen], tests[chosen], "stage", None
     if config.edge_free_candidate and not node_private:  # the plain MLP: features and labels public here
-        mlp = fit_edge_free_mlp(x, y, train, val, num_classes, seed=seed)
+        mlp = edge_free if edge_free is not None else fit_edge_free_mlp(x, y, train, val, num_classes, seed=seed)
         mlp_val = accuracy(mlp, x.float(), y, val)
         if mlp_val > val_acc:
             val_acc, test_acc, candidate = mlp_val, accuracy(mlp, x.float(), y, test), "mlp"

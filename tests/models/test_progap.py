@@ -378,3 +378,24 @@ def test_the_label_mlp_candidate_predicts_from_the_released_counts_at_no_cost():
     before = len(private.accountant)
     private.model.logits(data.x, data.edge_index)
     assert len(private.accountant) == before == 2  # the label hop and one aggregation, both cached
+
+
+def test_predicted_label_hop_rows_are_the_training_labels_and_the_edge_free_mlps_classes_elsewhere():
+    from pyg_private.models.edge_free_mlp import fit_edge_free_mlp
+    data = _graph(n=150, signal=0.2)
+    num_classes = int(data.y.max()) + 1
+    config = ProGAPConfig(K=1, **{**FAST, "label_hop": True, "label_hop_rows": "predicted"})
+    acct = PrivacyAccountant()
+    result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    assert [e.name for e in acct.events_of("edge")] == ["progap_label_aggregation", "progap_aggregation_0"]
+    plain = run_progap(data, ProGAPConfig(K=1, **{**FAST, "label_hop": True}), epsilon=2.0, delta=1e-3, seed=0)
+    assert result.noise_multiplier == plain.noise_multiplier  # the same release, the same event
+    rows = result.model.label_onehot
+    train = data.train_mask
+    mlp = fit_edge_free_mlp(data.x, data.y, train, data.val_mask, num_classes, seed=0)
+    predicted = mlp(data.x.float()).argmax(-1)
+    want = torch.nn.functional.one_hot(torch.where(train, data.y, predicted), num_classes).to(rows)
+    assert torch.equal(rows, want) and bool((rows.sum(1) == 1).all())  # unit rows: sensitivity sqrt 2
+    assert torch.equal(plain.model.label_onehot[train], rows[train]) and plain.model.label_onehot[~train].sum() == 0
+    with pytest.raises(ValueError, match="label_hop_rows"):
+        ProGAPConfig(label_hop_rows="all")
