@@ -285,3 +285,23 @@ def test_the_degree_share_is_resolved_checked_and_zero_turns_the_release_off():
     assert [e.name for e in result.accountant.events][0] == "link_encoder" and len(result.accountant) == 3
     assert result.model.degree_layer is None and result.degree_noise_multiplier == 0.0
     assert compose(result.accountant.events[:1]).epsilon(DELTA) == pytest.approx(2.0, rel=1e-9)
+
+
+def test_the_degree_release_moves_by_at_most_its_charged_sensitivity_on_every_one_edge_neighbour():
+    from itertools import combinations
+    from pyg_private.nn import ProGAPAggregation
+    n = 6
+    layer = ProGAPAggregation(noise_multiplier=0.0, cached=False)
+    ones = torch.ones(n, 1, dtype=torch.float64)
+    pairs = list(combinations(range(n), 2))
+    for mask in range(0, 1 << len(pairs), 97):  # 338 graphs on 6 nodes, every edge removed in turn
+        edges = [p for i, p in enumerate(pairs) if mask >> i & 1]
+        if not edges:
+            continue
+        ei = torch.tensor(edges).t()
+        full = layer(ones, torch.cat([ei, ei.flip(0)], 1))[:, 1]
+        for drop in range(len(edges)):
+            rest = ei[:, [i for i in range(len(edges)) if i != drop]]
+            less = layer(ones, torch.cat([rest, rest.flip(0)], 1))[:, 1]
+            assert float((full - less).norm()) == pytest.approx(math.sqrt(2))  # attained: two ends, one each
+    assert layer.sensitivity == pytest.approx(math.sqrt(2))
