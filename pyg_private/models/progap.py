@@ -173,6 +173,11 @@ class ProGAPConfig:
             on public features and labels) predicts, so that every neighbour counts (the
             cluster-degree vectors of LPGNet, Kolluri et al., CCS 2022). Either way the rows are
             unit or zero rows computed without the graph: the same sensitivity and event.
+        label_hop_share: the label hop's share of the run's GDP budget :math:`\mu^2` (the ``K``
+            feature aggregations share the rest equally), in ``(0, 1)``. ``None`` (default): every
+            release the same noise multiplier, a share of :math:`1/(K+1)`. The label hop then has
+            noise multiplier :math:`\sigma\sqrt{(1-s)/(sK)}`, with :math:`\sigma` the feature
+            aggregations'; the composition is still calibrated to ``(epsilon, delta)`` exactly.
     """
 
     K: int = 2
@@ -196,6 +201,7 @@ class ProGAPConfig:
     edge_free_candidate: bool = True
     label_hop: Optional[bool] = None
     label_hop_rows: Literal["train", "predicted"] = "train"
+    label_hop_share: Optional[float] = None
 
     def __post_init__(self) -> None:
         for name in ("K", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
@@ -221,6 +227,19 @@ class ProGAPConfig:
             raise ValueError(f"`label_hop` must be a bool or None; got {self.label_hop!r}")
         if self.label_hop_rows not in ("train", "predicted"):
             raise ValueError(f"`label_hop_rows` must be 'train' or 'predicted'; got {self.label_hop_rows!r}")
+        share = self.label_hop_share
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0.0 < share < 1.0):
+            raise ValueError(f"`label_hop_share` must lie in (0, 1) or be None; got {share!r}")
+        if share is not None and self.label_hop is False:
+            raise ValueError("`label_hop_share` splits the budget with the label hop; it needs `label_hop` on")
+
+    def label_noise_ratio(self) -> float:
+        """The label hop's noise multiplier over the feature aggregations' (1 with the default share)."""
+        if self.label_hop_share is None:
+            return 1.0
+        s = float(self.label_hop_share)
+        return math.sqrt((1.0 - s) / (s * self.K))
 
     def uses_label_hop(self, level: str) -> bool:
         """Whether a run at ``level`` releases the label hop (``label_hop=None``: at edge level only)."""
@@ -250,6 +269,8 @@ class ProGAPResult:
     level: str = "edge"
     noise_std: float = 0.0  # per entry of each aggregation (0: no noise)
     noise_multiplier: float = 0.0
+    #: the label hop's noise multiplier (0: no label hop or no noise; see ``ProGAPConfig.label_hop_share``)
+    label_noise_multiplier: float = 0.0
     accountant: Optional[PrivacyAccountant] = field(default=None, repr=False)
     model: Optional["ProGAPModel"] = field(default=None, repr=False)
     #: what predicts: ``"stage"`` (the head of ``stage``), ``"mlp"`` (the plain PyG MLP, edge level;
@@ -430,7 +451,8 @@ def _planned_events(sigma: float, *, config: ProGAPConfig, level: str, num_train
     """The events a run with noise multiplier ``sigma`` registers (their costs, not their grids)."""
     events = [gdp_event(unit=level, mu=1.0 / sigma, name=f"progap_aggregation_{k}") for k in range(config.K)]
     if config.uses_label_hop(level) and level == "edge":
-        events.append(gdp_event(unit=level, mu=1.0 / sigma, name="progap_label_aggregation"))
+        events.append(gdp_event(unit=level, mu=1.0 / (sigma * config.label_noise_ratio()),
+                                name="progap_label_aggregation"))
     if level == "node":
         rate, steps = _dp_sgd_plan(num_train, config)
         # the K + 1 fits share sigma, rate and length: one event for all their steps (RDP adds up)
@@ -594,7 +616,8 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
             others = (~train).nonzero().view(-1)
             onehot[others, predicted[others]] = 1.0
         label_layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True,
-                                        generator=gen, name="progap_label_aggregation", sampler=sampler, **noise)
+                                        generator=gen, name="progap_label_aggregation", sampler=sampler,
+                                        noise_multiplier=sigma * config.label_noise_ratio())
         label_counts = label_layer(onehot, ei)[:, num_classes:].float()
         feats[0] = torch.cat([feats[0], label_counts], dim=-1)
     inputs = []
@@ -635,6 +658,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=val_acc, test_accuracy=test_acc,
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, level=level,
                         noise_std=sigma * sensitivity, noise_multiplier=sigma, accountant=acct,
+                        label_noise_multiplier=sigma * config.label_noise_ratio() if label_layer is not None else 0.0,
                         model=ProGAPModel(config, stages, layers, chosen, level=level, mlp=mlp,
                                           label_counts=label_counts, label_layer=label_layer,
                                           label_onehot=onehot, mlp_reads_labels=candidate == "label-mlp"),

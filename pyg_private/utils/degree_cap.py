@@ -73,7 +73,7 @@ def _mix32(x: Tensor) -> Tensor:
 def pair_priority(target: Tensor, source: Tensor, key: int) -> Tensor:
     r"""The keyed priority :math:`\pi_k(u, w) \in [0, 2^{32})` of the ordered pairs
     ``(target[i], source[i])`` (int64 node ids below :math:`2^{32}`): a function of the pair and
-    ``key`` only. Ties are broken by the source id in :func:`cap_in_degree_csr`, so the order of the
+    ``key`` only. Ties are broken by the source id in :func:`in_degree_cap_mask`, so the order of the
     pairs of one target is total."""
     k0, k1 = int(key) & _MASK32, (int(key) >> 32) & _MASK32
     t = _mix32(target.to(torch.int64) ^ k0)
@@ -83,18 +83,15 @@ def pair_priority(target: Tensor, source: Tensor, key: int) -> Tensor:
 def cap_in_degree_csr(crow: Tensor, col: Tensor, cap: int, key: int) -> tuple[Tensor, Tensor]:
     r"""Keep, in each row ``u`` of a CSR adjacency (``crow``, ``col``; row ``u`` lists the
     in-neighbours whose rows ``u`` sums), the ``cap`` columns ``w`` first in the order of
-    :math:`(\pi_k(u, w), w)`. Returns the capped CSR, columns sorted within each row. The kept set
-    of a row depends on that row's columns and the key only."""
+    :math:`(\pi_k(u, w), w)` (:func:`in_degree_cap_mask`'s order). Returns the capped CSR, columns
+    sorted within each row. The kept set of a row depends on that row's columns and the key only."""
     cap = check_positive_int(cap, "cap")
     n = crow.numel() - 1
     counts = crow.diff()
     if n == 0 or int(counts.max()) <= cap:
         return crow, col
     row = torch.repeat_interleave(torch.arange(n, device=col.device), counts)
-    priority = pair_priority(row, col, key)
-    order = torch.sort(row * (1 << 32) + priority, stable=True).indices  # rows stay grouped; ties: the column
-    rank = torch.arange(col.numel(), device=col.device) - crow[:-1].repeat_interleave(counts)
-    kept = order[rank < cap]  # the first `cap` positions of every row in the new order
+    kept = in_degree_cap_mask(torch.stack([col.to(torch.int64), row]), n, cap, key)  # one order for both forms
     kept_row, kept_col = row[kept], col[kept]
     canonical = torch.sort(kept_row * (1 << 32) + kept_col).indices
     new_crow = torch.zeros(n + 1, dtype=crow.dtype, device=crow.device)

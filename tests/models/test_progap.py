@@ -399,3 +399,37 @@ def test_predicted_label_hop_rows_are_the_training_labels_and_the_edge_free_mlps
     assert torch.equal(plain.model.label_onehot[train], rows[train]) and plain.model.label_onehot[~train].sum() == 0
     with pytest.raises(ValueError, match="label_hop_rows"):
         ProGAPConfig(label_hop_rows="all")
+
+
+@pytest.mark.parametrize("share", [0.2, 0.5, 0.9])
+def test_label_hop_share_splits_mu_squared_and_the_run_still_spends_exactly_its_budget(share):
+    data = _graph()
+    acct = PrivacyAccountant()
+    config = ProGAPConfig(K=2, **{**FAST, "label_hop": True, "label_hop_share": share})
+    result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    events = {e.name: e for e in acct.events_of("edge")}
+    assert set(events) == {"progap_label_aggregation", "progap_aggregation_0", "progap_aggregation_1"}
+    total = sum(e.mu ** 2 for e in events.values())
+    assert events["progap_label_aggregation"].mu ** 2 / total == pytest.approx(share, rel=1e-9)
+    assert events["progap_aggregation_0"].mu == pytest.approx(1.0 / result.noise_multiplier)
+    assert events["progap_aggregation_0"].mu == pytest.approx(events["progap_aggregation_1"].mu)
+    assert events["progap_label_aggregation"].mu == pytest.approx(1.0 / result.label_noise_multiplier)
+    assert result.model.label_layer.noise_multiplier == pytest.approx(result.label_noise_multiplier)
+    spent = acct.epsilon("edge", 1e-3)
+    assert spent <= 2.0 and spent == pytest.approx(2.0, rel=1e-5)
+    # the composed GDP parameter is the one of the equal split: the share moves budget, it adds none
+    equal = progap_noise_multiplier(epsilon=2.0, delta=1e-3, config=ProGAPConfig(K=2, **{**FAST, "label_hop": True}))
+    assert total == pytest.approx(3.0 / equal ** 2, rel=1e-5)
+
+
+def test_label_hop_share_default_is_the_equal_split_and_bad_shares_are_refused():
+    config = ProGAPConfig(K=2, **{**FAST, "label_hop": True})
+    assert config.label_noise_ratio() == 1.0
+    assert ProGAPConfig(K=2, label_hop_share=1 / 3).label_noise_ratio() == pytest.approx(1.0)
+    for bad in (0.0, 1.0, -0.1, 1.5, True, "0.5", math.nan):
+        with pytest.raises(ValueError, match="label_hop_share"):
+            ProGAPConfig(label_hop_share=bad)
+    with pytest.raises(ValueError, match="label_hop_share"):
+        ProGAPConfig(label_hop=False, label_hop_share=0.5)
+    result = run_progap(_graph(), ProGAPConfig(K=1, **FAST), epsilon=1.0, delta=1e-3, seed=0)
+    assert result.label_noise_multiplier == 0.0  # no label hop
