@@ -61,7 +61,8 @@ RECIPES = ("progap", "gap", "caribou", "gcon", "gcon-released")
 #: candidates per recipe for ``--sweep`` (overrides of the default configuration)
 SWEEP = {
     "edge-free": [{}, {"dropout": 0.5}],
-    "progap": [{}, {"dropout": 0.5}],
+    "progap": [{}, {"dropout": 0.5}, {"label_hop_rows": "train", "label_hop_share": None},
+               {"label_hop_rows": "predicted"}],
     "gap": [{"K": 1}, {"K": 2}, {"K": 3}, {"K": 2, "dropout": 0.5}],
     "caribou": [{"K": 2}, {"K": 4}, {"K": 2, "dropout": 0.5}],
     "gcon": [{"regularization": 2.0}, {"regularization": 0.02}],

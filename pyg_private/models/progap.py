@@ -93,8 +93,14 @@ The exception is ``layerwise=True`` (the authors': ``False``): on Cora at edge l
 stages 1 to 3 on both a 10% and a 70% training split (the base on the raw features keeps fitting
 the few training nodes). Their grid is learning rate {0.01, 0.05} x base layers {1, 2} x depth
 ``K`` in 1..5; ``K = 2`` is the default here. The label hop (``label_hop``, on at edge level) is
-this library's: the training labels' one-hop counts as one more release (see
-:class:`ProGAPConfig`), measured across the offline graphs before it became the default.
+this library's: one more release, every node's sum of its neighbours' class rows (the training
+labels, and the edge-free MLP's class probabilities for the other nodes), given half of the
+budget's :math:`\mu^2` (see :class:`ProGAPConfig`); each of these choices was measured across the
+offline graphs before it became the default.
+
+**Accounting** of the label hop: one Gaussian event of sensitivity :math:`\sqrt 2` (its rows are
+unit or zero rows computed without the graph), with its own noise multiplier (its share of
+:math:`\mu^2`), calibrated jointly with the ``K`` aggregations.
 """
 from __future__ import annotations
 
@@ -160,24 +166,33 @@ class ProGAPConfig:
             there: free) and predict with it when it validates better than the selected stage
             (:attr:`ProGAPResult.candidate` says which won). With the label hop, the same MLP on the
             features and the released counts is a further candidate (``"label-mlp"``: post-processing
-            of the release, no further cost). Node level trains no such candidate.
-        label_hop: at edge level, also release :math:`\mathbf{A}\mathbf{Y}_{train} + \mathbf{Z}`, every
-            node's count of training neighbours per class (the one-hot labels of the training nodes,
-            public at edge level, summed over the neighbours: sensitivity :math:`\sqrt 2` as any
-            aggregation of unit rows), and append it to the raw features of every stage. One more
-            :math:`1/\sigma`-GDP event under the shared :math:`\sigma`. ``None`` (default): on at
-            edge level, off at node level, where the labels are private (``True`` is refused there).
+            of the release, no further cost). Node level trains no such candidate. ``False`` keeps
+            the MLP out of the selection; ``label_hop_rows="soft"`` or ``"predicted"`` still trains
+            it for the label hop's rows.
+        label_hop: at edge level, also release :math:`\mathbf{A}\mathbf{R} + \mathbf{Z}`, every
+            node's sum over its neighbours of a class row :math:`\mathbf{r}_w` computed without the
+            graph (``label_hop_rows``; with the default, the one-hot label of a training neighbour
+            and the edge-free MLP's class probabilities elsewhere, each put on the unit sphere:
+            sensitivity :math:`\sqrt 2` as any aggregation of unit rows), and append it to the raw
+            features of every stage. One more Gaussian event (``label_hop_share``). ``None``
+            (default): on at edge level, off at node level, where the labels are private (``True``
+            is refused there).
         label_hop_rows: what the label hop sums. ``"train"``: the one-hot labels of the training
-            nodes (rows of the other nodes are zero). ``"predicted"``: the same, and for every other
-            node the one-hot class that the plain edge-free MLP (``edge_free_candidate``'s, trained
-            on public features and labels) predicts, so that every neighbour counts (the
-            cluster-degree vectors of LPGNet, Kolluri et al., CCS 2022). Either way the rows are
-            unit or zero rows computed without the graph: the same sensitivity and event.
-        label_hop_share: the label hop's share of the run's GDP budget :math:`\mu^2` (the ``K``
-            feature aggregations share the rest equally), in ``(0, 1)``. ``None`` (default): every
-            release the same noise multiplier, a share of :math:`1/(K+1)`. The label hop then has
-            noise multiplier :math:`\sigma\sqrt{(1-s)/(sK)}`, with :math:`\sigma` the feature
-            aggregations'; the composition is still calibrated to ``(epsilon, delta)`` exactly.
+            nodes (rows of the other nodes are zero), every node's count of training neighbours per
+            class. ``"predicted"``: the same, and for every other node the one-hot class that the
+            plain edge-free MLP (``edge_free_candidate``'s, trained on public features and labels)
+            predicts, so that every neighbour counts (the cluster-degree vectors of LPGNet, Kolluri
+            et al., CCS 2022). ``"soft"`` (default): that MLP's class probabilities instead of its
+            class; the aggregation puts them on the unit sphere as it does every row, so an unsure
+            neighbour adds to several classes and tells them apart less. Every row is computed
+            without the graph (at edge level the features and labels are public) and summed as a
+            unit or zero row: the same sensitivity and event.
+        label_hop_share: the label hop's share :math:`s` of the run's GDP budget :math:`\mu^2` (the
+            ``K`` feature aggregations share the rest equally), in ``(0, 1)``; default 0.5.
+            ``None``: every release the same noise multiplier (the share :math:`1/(K+1)`). The
+            label hop's noise multiplier is :math:`\sigma\sqrt{(1-s)/(sK)}`, with :math:`\sigma`
+            the feature aggregations'; the composition is calibrated to ``(epsilon, delta)`` exactly
+            either way. Ignored without the label hop.
     """
 
     K: int = 2
@@ -200,8 +215,8 @@ class ProGAPConfig:
     dp_epochs: int = 10
     edge_free_candidate: bool = True
     label_hop: Optional[bool] = None
-    label_hop_rows: Literal["train", "predicted"] = "train"
-    label_hop_share: Optional[float] = None
+    label_hop_rows: Literal["train", "predicted", "soft"] = "soft"
+    label_hop_share: Optional[float] = 0.5
 
     def __post_init__(self) -> None:
         for name in ("K", "hidden", "base_layers", "head_layers", "epochs", "batch_size", "dp_epochs"):
@@ -225,14 +240,12 @@ class ProGAPConfig:
                 raise ValueError(f"`{name}` must be a bool; got {getattr(self, name)!r}")
         if self.label_hop is not None and not isinstance(self.label_hop, bool):
             raise ValueError(f"`label_hop` must be a bool or None; got {self.label_hop!r}")
-        if self.label_hop_rows not in ("train", "predicted"):
-            raise ValueError(f"`label_hop_rows` must be 'train' or 'predicted'; got {self.label_hop_rows!r}")
+        if self.label_hop_rows not in ("train", "predicted", "soft"):
+            raise ValueError(f"`label_hop_rows` must be 'train', 'predicted' or 'soft'; got {self.label_hop_rows!r}")
         share = self.label_hop_share
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                                   or not 0.0 < share < 1.0):
             raise ValueError(f"`label_hop_share` must lie in (0, 1) or be None; got {share!r}")
-        if share is not None and self.label_hop is False:
-            raise ValueError("`label_hop_share` splits the budget with the label hop; it needs `label_hop` on")
 
     def label_noise_ratio(self) -> float:
         """The label hop's noise multiplier over the feature aggregations' (1 with the default share)."""
@@ -609,12 +622,15 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     if config.uses_label_hop(level):  # the training nodes' one-hot labels summed over the neighbours: one release
         onehot = torch.zeros(n, num_classes, dtype=torch.float64, device=x.device)
         onehot[train, y[train]] = 1.0
-        if config.label_hop_rows == "predicted":  # the edge-free MLP's class elsewhere (public: reads no edge)
+        if config.label_hop_rows in ("predicted", "soft"):  # the edge-free MLP elsewhere (public: reads no edge)
             edge_free = fit_edge_free_mlp(x, y, train, val, num_classes, seed=seed)
             with torch.no_grad():
-                predicted = edge_free(x.float()).argmax(dim=-1)
+                scores = edge_free(x.float())
             others = (~train).nonzero().view(-1)
-            onehot[others, predicted[others]] = 1.0
+            if config.label_hop_rows == "predicted":
+                onehot[others, scores.argmax(dim=-1)[others]] = 1.0
+            else:  # class probabilities: rows of l2 norm <= l1 norm = 1
+                onehot[others] = scores[others].double().softmax(dim=-1)
         label_layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True,
                                         generator=gen, name="progap_label_aggregation", sampler=sampler,
                                         noise_multiplier=sigma * config.label_noise_ratio())

@@ -95,9 +95,13 @@ def test_switched_off_and_node_level_train_no_mlp(monkeypatch):
         real = module.fit_edge_free_mlp
         monkeypatch.setattr(module, "fit_edge_free_mlp", lambda *a, _real=real, **k: calls.append(1) or _real(*a, **k))
     data = _noise_graph()
-    off = run_progap(data, ProGAPConfig(K=1, epochs=3, hidden=8, edge_free_candidate=False), epsilon=1.0,
-                     delta=1e-3, seed=0)
+    off = run_progap(data, ProGAPConfig(K=1, epochs=3, hidden=8, edge_free_candidate=False, label_hop_rows="train"),
+                     epsilon=1.0, delta=1e-3, seed=0)
     assert off.candidate == "stage" and off.model.mlp is None and calls == []
+    soft = run_progap(data, ProGAPConfig(K=1, epochs=3, hidden=8, edge_free_candidate=False), epsilon=1.0,
+                      delta=1e-3, seed=0)
+    assert soft.candidate == "stage" and soft.model.mlp is None and calls == [1]  # fitted for the rows only
+    calls.clear()
     off = run_caribou(data, CaribouConfig("gap", K=1, edge_free_candidate=False, **FAST_CARIBOU), epsilon=1.0,
                       delta=1e-3, seed=0)
     assert off.candidate == "private" and calls == []

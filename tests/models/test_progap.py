@@ -332,7 +332,7 @@ def test_node_level_degree_cap_charges_the_capped_bound_and_shares_one_order(mon
 def test_label_hop_is_one_more_release_under_the_shared_sigma_and_refused_at_node_level():
     data = _graph()
     acct = PrivacyAccountant()
-    config = ProGAPConfig(K=2, **{**FAST, "label_hop": True})
+    config = ProGAPConfig(K=2, **{**FAST, "label_hop": True, "label_hop_rows": "train", "label_hop_share": None})
     result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
     events = acct.events_of("edge")
     assert [e.name for e in events] == ["progap_label_aggregation", "progap_aggregation_0", "progap_aggregation_1"]
@@ -388,7 +388,8 @@ def test_predicted_label_hop_rows_are_the_training_labels_and_the_edge_free_mlps
     acct = PrivacyAccountant()
     result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
     assert [e.name for e in acct.events_of("edge")] == ["progap_label_aggregation", "progap_aggregation_0"]
-    plain = run_progap(data, ProGAPConfig(K=1, **{**FAST, "label_hop": True}), epsilon=2.0, delta=1e-3, seed=0)
+    plain = run_progap(data, ProGAPConfig(K=1, **{**FAST, "label_hop": True, "label_hop_rows": "train"}), epsilon=2.0,
+                       delta=1e-3, seed=0)
     assert result.noise_multiplier == plain.noise_multiplier  # the same release, the same event
     rows = result.model.label_onehot
     train = data.train_mask
@@ -418,18 +419,44 @@ def test_label_hop_share_splits_mu_squared_and_the_run_still_spends_exactly_its_
     spent = acct.epsilon("edge", 1e-3)
     assert spent <= 2.0 and spent == pytest.approx(2.0, rel=1e-5)
     # the composed GDP parameter is the one of the equal split: the share moves budget, it adds none
-    equal = progap_noise_multiplier(epsilon=2.0, delta=1e-3, config=ProGAPConfig(K=2, **{**FAST, "label_hop": True}))
+    equal = progap_noise_multiplier(epsilon=2.0, delta=1e-3,
+                                    config=ProGAPConfig(K=2, **{**FAST, "label_hop": True, "label_hop_share": None}))
     assert total == pytest.approx(3.0 / equal ** 2, rel=1e-5)
 
 
-def test_label_hop_share_default_is_the_equal_split_and_bad_shares_are_refused():
+def test_label_hop_share_defaults_to_half_none_is_the_equal_split_and_bad_shares_are_refused():
     config = ProGAPConfig(K=2, **{**FAST, "label_hop": True})
-    assert config.label_noise_ratio() == 1.0
+    assert config.label_hop_share == 0.5 and config.label_noise_ratio() == pytest.approx(math.sqrt(0.5))
+    assert ProGAPConfig(K=2, label_hop_share=None).label_noise_ratio() == 1.0
     assert ProGAPConfig(K=2, label_hop_share=1 / 3).label_noise_ratio() == pytest.approx(1.0)
     for bad in (0.0, 1.0, -0.1, 1.5, True, "0.5", math.nan):
         with pytest.raises(ValueError, match="label_hop_share"):
             ProGAPConfig(label_hop_share=bad)
-    with pytest.raises(ValueError, match="label_hop_share"):
-        ProGAPConfig(label_hop=False, label_hop_share=0.5)
-    result = run_progap(_graph(), ProGAPConfig(K=1, **FAST), epsilon=1.0, delta=1e-3, seed=0)
-    assert result.label_noise_multiplier == 0.0  # no label hop
+    acct = PrivacyAccountant()
+    result = run_progap(_graph(), ProGAPConfig(K=1, **FAST), epsilon=1.0, delta=1e-3, seed=0, accountant=acct)
+    assert result.label_noise_multiplier == 0.0 and len(acct) == 1  # no label hop: the share is ignored
+    assert acct.epsilon("edge", 1e-3) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_soft_label_hop_rows_are_the_edge_free_mlps_probabilities_with_norm_at_most_one():
+    from pyg_private.models.edge_free_mlp import fit_edge_free_mlp
+    data = _graph(n=150, signal=0.2)
+    num_classes = int(data.y.max()) + 1
+    acct = PrivacyAccountant()
+    config = ProGAPConfig(K=1, **{**FAST, "label_hop": True, "label_hop_rows": "soft"})
+    result = run_progap(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    plain = run_progap(data, ProGAPConfig(K=1, **{**FAST, "label_hop": True, "label_hop_rows": "train"}), epsilon=2.0,
+                       delta=1e-3, seed=0)
+    assert result.noise_multiplier == plain.noise_multiplier and len(acct.events_of("edge")) == 2
+    rows, train = result.model.label_onehot, data.train_mask
+    mlp = fit_edge_free_mlp(data.x, data.y, train, data.val_mask, num_classes, seed=0)
+    with torch.no_grad():
+        probabilities = mlp(data.x.float()).double().softmax(-1)
+    assert torch.equal(rows[train], plain.model.label_onehot[train])
+    assert torch.allclose(rows[~train], probabilities[~train])
+    assert not bool((rows[~train].max(1).values == 1.0).all())  # soft: not the argmax rows
+    exact = run_progap(data, config, epsilon=math.inf, delta=1e-3, seed=0).model.label_counts
+    adjacency = torch.zeros(data.num_nodes, data.num_nodes, dtype=torch.float64)
+    adjacency[data.edge_index[0], data.edge_index[1]] = 1.0
+    unit = torch.nn.functional.normalize(rows, dim=1)  # what the layer sums: unit rows, sensitivity sqrt 2
+    assert torch.allclose(exact.double(), adjacency @ unit, atol=1e-5)
