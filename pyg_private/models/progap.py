@@ -248,7 +248,7 @@ class ProGAPConfig:
             raise ValueError(f"`label_hop_share` must lie in (0, 1) or be None; got {share!r}")
 
     def label_noise_ratio(self) -> float:
-        """The label hop's noise multiplier over the feature aggregations' (1 with the default share)."""
+        """The label hop's noise multiplier over the feature aggregations' (1 with ``label_hop_share=None``)."""
         if self.label_hop_share is None:
             return 1.0
         s = float(self.label_hop_share)
@@ -408,11 +408,12 @@ class ProGAPModel:
     level: str = "edge"
     #: the plain MLP on the raw features when it won the selection (edge level); it then predicts
     mlp: Optional[nn.Module] = None
-    #: ``label_hop``: the released noisy counts of training neighbours per class, one row per node of
-    #: the training graph (a release: public), appended to the features as in training
+    #: ``label_hop``: the released noisy sums of the neighbours' class rows, one row per node of the
+    #: training graph (a release: public), appended to the features as in training
     label_counts: Optional[Tensor] = None
-    #: ``label_hop``: its aggregation layer (cached on the training graph) and the training nodes'
-    #: one-hot labels (public at edge level), so that another graph gets its own, charged release
+    #: ``label_hop``: its aggregation layer (cached on the training graph) and the class rows it sums
+    #: (``label_hop_rows``: the training labels, the edge-free MLP's classes or probabilities elsewhere;
+    #: public at edge level), so that another graph gets its own, charged release
     label_layer: Optional[ProGAPAggregation] = None
     label_onehot: Optional[Tensor] = None
     #: whether :attr:`mlp` reads the label hop's counts next to the features (``"label-mlp"``)
@@ -421,7 +422,7 @@ class ProGAPModel:
     def _label_counts(self, x: Tensor, edge_index: Tensor) -> Tensor:
         if x.size(0) != self.label_onehot.size(0):
             raise ValueError("a `label_hop` model predicts on the nodes of its training graph (its label hop sums "
-                             f"the training labels of {self.label_onehot.size(0)} nodes), not on {x.size(0)} nodes")
+                             f"the class rows of {self.label_onehot.size(0)} nodes), not on {x.size(0)} nodes")
         return self.label_layer(self.label_onehot, edge_index)[:, self.label_onehot.size(1):].float()
 
     @torch.no_grad()
@@ -619,7 +620,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     layers: list[ProGAPAggregation] = []
     feats, h0 = [_normalise_features(x, config)], None
     label_counts = label_layer = onehot = edge_free = None
-    if config.uses_label_hop(level):  # the training nodes' one-hot labels summed over the neighbours: one release
+    if config.uses_label_hop(level):  # class rows (training labels; the MLP's elsewhere) summed: one release
         onehot = torch.zeros(n, num_classes, dtype=torch.float64, device=x.device)
         onehot[train, y[train]] = 1.0
         if config.label_hop_rows in ("predicted", "soft"):  # the edge-free MLP elsewhere (public: reads no edge)
@@ -629,7 +630,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
             others = (~train).nonzero().view(-1)
             if config.label_hop_rows == "predicted":
                 onehot[others, scores.argmax(dim=-1)[others]] = 1.0
-            else:  # class probabilities: rows of l2 norm <= l1 norm = 1
+            else:  # class probabilities (the layer puts every row on the unit sphere)
                 onehot[others] = scores[others].double().softmax(dim=-1)
         label_layer = ProGAPAggregation(level=level, accountant=acct if private else None, cached=True,
                                         generator=gen, name="progap_label_aggregation", sampler=sampler,
@@ -674,7 +675,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
     return ProGAPResult(config=config, epsilon=epsilon, val_accuracy=val_acc, test_accuracy=test_acc,
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, level=level,
                         noise_std=sigma * sensitivity, noise_multiplier=sigma, accountant=acct,
-                        label_noise_multiplier=sigma * config.label_noise_ratio() if label_layer is not None else 0.0,
+                        label_noise_multiplier=0.0 if label_layer is None else sigma * config.label_noise_ratio(),
                         model=ProGAPModel(config, stages, layers, chosen, level=level, mlp=mlp,
                                           label_counts=label_counts, label_layer=label_layer,
                                           label_onehot=onehot, mlp_reads_labels=candidate == "label-mlp"),
