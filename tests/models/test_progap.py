@@ -460,3 +460,20 @@ def test_soft_label_hop_rows_are_the_edge_free_mlps_probabilities_with_norm_at_m
     adjacency[data.edge_index[0], data.edge_index[1]] = 1.0
     unit = torch.nn.functional.normalize(rows, dim=1)  # what the layer sums: unit rows, sensitivity sqrt 2
     assert torch.allclose(exact.double(), adjacency @ unit, atol=1e-5)
+
+
+def test_soft_label_hop_release_moves_by_at_most_sqrt2_when_any_edge_is_dropped():
+    # brute force: the noise-free label hop of every graph obtained by dropping one edge of a small graph
+    data = _graph(n=24, signal=0.2)
+    config = ProGAPConfig(K=1, **{**FAST, "label_hop": True})  # the default rows: soft
+    rows = run_progap(data, config, epsilon=math.inf, delta=1e-3, seed=0).model.label_onehot
+    assert not bool((rows.max(1).values == 1.0).all())
+    edges = data.edge_index[:, data.edge_index[0] < data.edge_index[1]]
+    layer = ProGAPAggregation(noise_multiplier=0.0)
+    full = layer(rows, data.edge_index)[:, rows.size(1):]
+    worst = 0.0
+    for i in range(edges.size(1)):
+        kept = torch.cat([edges[:, :i], edges[:, i + 1:]], dim=1)
+        dropped = layer(rows, torch.cat([kept, kept.flip(0)], dim=1))[:, rows.size(1):]
+        worst = max(worst, float((full - dropped).norm()))
+    assert worst <= math.sqrt(2) + 1e-9 and worst == pytest.approx(math.sqrt(2), rel=1e-9)  # unit rows: attained
