@@ -50,19 +50,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from example_data import load_dataset  # noqa: E402
 
-from pyg_private.models import (CaribouConfig, GCONConfig, ProGAPConfig, run_caribou, run_gcn,  # noqa: E402
-                                run_gcon, run_progap)
+from pyg_private.models import (CaribouConfig, GCONConfig, LPGNetConfig, ProGAPConfig, run_caribou,  # noqa: E402
+                                run_gcn, run_gcon, run_lpgnet, run_progap)
 from pyg_private.models.node_training import accuracy, fit_full_batch  # noqa: E402
 from pyg_private.models.recipe_inputs import UnlabelledNodesWarning, clean_graph  # noqa: E402
 
 DATASETS = ("Cora", "Cora_ML", "Facebook", "Computers", "CS", "Cornell", "Cornell-year")
-RECIPES = ("progap", "gap", "caribou", "gcon", "gcon-released")
+RECIPES = ("lpgnet", "progap", "gap", "caribou", "gcon", "gcon-released")
 
 #: candidates per recipe for ``--sweep`` (overrides of the default configuration)
 SWEEP = {
     "edge-free": [{}, {"dropout": 0.5}],
     "progap": [{}, {"dropout": 0.5}, {"label_hop_rows": "train", "label_hop_share": None},
                {"label_hop_rows": "predicted"}],
+    "lpgnet": [{}, {"rows": "soft"}, {"K": 2}],
     "gap": [{"K": 1}, {"K": 2}, {"K": 3}, {"K": 2, "dropout": 0.5}],
     "caribou": [{"K": 2}, {"K": 4}, {"K": 2, "dropout": 0.5}],
     "gcon": [{"regularization": 2.0}, {"regularization": 0.02}],
@@ -104,6 +105,9 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
     if method == "progap":
         r = run_progap(data, ProGAPConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
         return r.val_accuracy, r.test_accuracy, f"stage {r.stage}" if r.candidate == "stage" else r.candidate
+    if method == "lpgnet":
+        r = run_lpgnet(data, LPGNetConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
+        return r.val_accuracy, r.test_accuracy, f"stage {r.stage}"
     if method == "node-progap":  # node level: the aggregations over the in-degree-capped graph, DP-SGD stages
         overrides = dict(overrides)
         cap = overrides.pop("degree_cap", NODE_LEVEL["degree_cap"]) or None

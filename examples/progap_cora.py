@@ -1,4 +1,4 @@
-"""ProGAP on Cora (or any node-classification graph): edge-level DP node classification, next to GAP.
+"""ProGAP on Cora (or any node-classification graph): edge-level DP node classification, next to LPGNet and GAP.
 
 ProGAP (Sajadmanesh and Gatica-Perez, "ProGAP: Progressive Graph Neural Networks with
 Differential Privacy Guarantees", WSDM 2024, Sec. 4) through
@@ -12,8 +12,11 @@ edge-free MLP, is a candidate). The ProGAP paper reports no Cora figures (its da
 Facebook, Amazon, Reddit, FB-100 and WikiCS), so nothing here is compared with a published Cora
 number.
 
-GAP is :func:`pyg_private.models.run_caribou` with ``method="gap"`` (all K hops released,
-linear composition), searched the same way.
+LPGNet (Kolluri et al., "LPGNet: Link Private Graph Networks for Node Classification", CCS 2022) is
+:func:`pyg_private.models.run_lpgnet`: MLPs that read each node's noisy counts of its neighbours'
+classes (Laplace noise, one release per stage), searched over the class rows {predicted, soft} and
+the stages {1, 2} (``--quick``: its defaults). GAP is :func:`pyg_private.models.run_caribou` with
+``method="gap"`` (all K hops released, linear composition), searched the same way.
 
 **Any dataset** (``--dataset``, default Cora; any name of ``example_data.NAMES`` with node
 features: Cora_ML, Facebook, Computers, CS, Cornell, Cornell-year, the chains, ...). Every graph is
@@ -64,7 +67,8 @@ from example_protocol import (class_sizes, edge_delta, header, labelled, load_cl
                               random_labelled_split)
 from gcon_common import split_sizes
 from pyg_private.datasets import attach_split
-from pyg_private.models import CaribouConfig, ProGAPConfig, config_grid, search_caribou, search_progap
+from pyg_private.models import (CaribouConfig, LPGNetConfig, ProGAPConfig, config_grid, search_caribou,
+                                search_lpgnet, search_progap)
 
 
 #: The authors' configuration (their code's defaults; see pyg_private.models.progap).
@@ -85,6 +89,13 @@ def progap_grid(quick: bool) -> list[ProGAPConfig]:
                 + config_grid(SMALL_GRAPH, K=(2,), hidden=(16,)))
     return (config_grid(AUTHORS, lr=(1e-2, 5e-2), base_layers=(1, 2), K=(1, 2, 3, 4))
             + config_grid(SMALL_GRAPH, K=(1, 2, 3, 4), hidden=(16, 64)))
+
+
+def lpgnet_grid(quick: bool) -> list[LPGNetConfig]:
+    """LPGNet's defaults; the full grid adds the soft class rows and a second stage."""
+    if quick:
+        return [LPGNetConfig()]
+    return config_grid(LPGNetConfig(), rows=("predicted", "soft"), K=(1, 2))
 
 
 def gap_grid(quick: bool) -> list[CaribouConfig]:
@@ -128,6 +139,7 @@ def main() -> None:
                         help="default: 1/|E|, |E| the undirected edges of the cleaned graph (every example's rule)")
     parser.add_argument("--quick", action="store_true", help="a small grid (under 2 minutes on one thread)")
     parser.add_argument("--no-gap", action="store_true", help="skip the GAP baseline")
+    parser.add_argument("--no-lpgnet", action="store_true", help="skip LPGNet")
     add_threads_argument(parser)
     add_out_argument(parser, "the CSV")
     args = parser.parse_args()
@@ -143,6 +155,8 @@ def main() -> None:
         + f"; {args.split} split {int(d0.train_mask.sum())} / {int(d0.val_mask.sum())} / {int(d0.test_mask.sum())}; "
         f"{runs_count} runs; grid {'quick' if args.quick else 'full'}")
     grids = {"ProGAP": progap_grid(args.quick)}
+    if not args.no_lpgnet:
+        grids["LPGNet"] = lpgnet_grid(args.quick)
     if not args.no_gap:
         grids["GAP"] = gap_grid(args.quick)
     say(f"{'eps':>4s} {'method':7s} {'test mean ± std':>16s} {'val':>6s} {'spent':>7s} {'sigma':>7s} "
@@ -161,6 +175,9 @@ def main() -> None:
             if method == "ProGAP":
                 config, runs = search_progap(datasets, configs, epsilon=eps, delta=delta, seeds=seeds,
                                              clean_graph=True)
+            elif method == "LPGNet":
+                config, runs = search_lpgnet(datasets, configs, epsilon=eps, delta=delta, seeds=seeds,
+                                             clean_graph=True)
             else:  # GAP reads no min_degree
                 config, runs = search_caribou(datasets, configs, epsilon=eps, delta=delta, seeds=seeds,
                                               clean_graph=True)
@@ -171,7 +188,8 @@ def main() -> None:
         row = {"dataset": name, "split": args.split, "epsilon": eps, "delta": delta, "method": method,
                "test_mean": mean, "test_std": std, "test_runs": " ".join(f"{t:.1f}" for t in tests),
                "val_mean": 100 * statistics.mean(r.val_accuracy for r in runs), "epsilon_spent": spent,
-               "noise_multiplier": runs[0].noise_multiplier, "noise_std": runs[0].noise_std,
+               "noise_multiplier": runs[0].noise_scale if method == "LPGNet" else runs[0].noise_multiplier,
+               "noise_std": runs[0].noise_std,
                "configs_searched": len(grid), "seconds": time.perf_counter() - t0}
         if method == "ProGAP":
             mlp, _ = mean_std([100 * r.stage_test_accuracy[0] for r in runs])
@@ -182,6 +200,10 @@ def main() -> None:
             chosen = (f"K={config.K} {'authors' if config.combine == 'cat' else 'small-graph variant'} "
                       f"lr={config.lr:g} base={config.base_layers} h={config.hidden} "
                       f"stage per run {row['selected_stages']} (stage-0 MLP test {mlp:.1f})")
+        elif method == "LPGNet":  # noise_multiplier: the Laplace scale of each release
+            row.update(stages=config.K, hidden=config.hidden, rows=config.rows,
+                       selected_stages=" ".join(str(r.stage) for r in runs))
+            chosen = f"K={config.K} rows={config.rows} stage per run {row['selected_stages']}"
         else:
             winners = " ".join(str(getattr(r, "candidate", "private")) for r in runs)
             row.update(stages=config.K, hidden=config.hidden, encoder_dim=config.encoder_dim or "raw",

@@ -530,6 +530,21 @@ def progap_node() -> Case:
 
 
 @scenario
+def lpgnet_edge() -> Case:
+    """The released counts may be saved; the exact counts of every release (the training labels and
+    stage 0's predictions summed over the private graph) may not."""
+    data = private_data()
+    result = models.run_lpgnet(data, models.LPGNetConfig(K=2, hidden=4, epochs=3), epsilon=1.0, delta=1e-3, seed=0)
+    refs = []
+    for k, stage in enumerate(result.model.stages[:-1]):
+        with torch.no_grad():
+            pred = stage.eval()(result.model.inputs(X.float(), k)).argmax(-1)
+        rows = F.one_hot(torch.where(TRAIN, Y, pred), 2).double()
+        refs.append(pnn.ProGAPAggregation(noise_multiplier=0.0)(rows, EDGE_INDEX)[:, 2:])  # unit rows: A R
+    return Case({"result": result}, refs)
+
+
+@scenario
 def privge() -> Case:
     cfg = models.PrivGEConfig(k=2, hidden=4, epochs=3, patience=2, steps=2)
     data = private_data()

@@ -63,3 +63,7 @@ __all__ += ["GraphDPSGD", "GraphDPSGDConfig", "GraphDPSGDResult", "graph_dp_sgd_
             "GraphClassificationConfig", "GraphClassificationResult", "run_graph_classification", "graph_accuracy",
             "EdgeLevelGraphConfig", "EdgeLevelGraphResult", "EdgeLevelGraphModel",
             "run_edge_level_graph_classification"]
+from .lpgnet import (LPGNetConfig, LPGNetModel, LPGNetResult, lpgnet_noise_scale, run_lpgnet,  # noqa: E402
+                     search_lpgnet)
+
+__all__ += ["LPGNetConfig", "LPGNetResult", "LPGNetModel", "lpgnet_noise_scale", "run_lpgnet", "search_lpgnet"]

@@ -1,0 +1,281 @@
+"""LPGNet (Kolluri et al., CCS 2022): the class-count query's l1 sensitivity by brute force, one Laplace
+event per stage charged before its noise, the calibration, refusals before any charge, and small end-to-end
+runs."""
+import itertools
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+
+from pyg_private import PrivacyAccountant, PrivacyBudgetExceeded
+from pyg_private.accounting import UntrackedPrivacyWarning
+from pyg_private.accounting.hyperparameter_tuning import TruncatedNegativeBinomial
+from pyg_private.models import LPGNetConfig, UnlabelledNodesWarning, lpgnet_noise_scale, run_lpgnet, search_lpgnet
+from pyg_private.models import lpgnet as lpgnet_module
+from pyg_private.sampling.sampler import RoundedNoiseSampler
+from pyg_private.utils.class_counts import (CLASS_COUNTS_EDGE_L1_SENSITIVITY, check_class_rows,
+                                            neighbour_class_counts)
+
+FAST = dict(epochs=20, hidden=16)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrackedPrivacyWarning)
+        yield
+
+
+def _graph(n=90, classes=3, seed=0, signal=0.6):
+    """A homophilous block graph (a ring with chords inside each class, a few edges across); weak features
+    (the one-hot class times ``signal`` plus Gaussian noise)."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % classes
+    edges = set()
+    for c in range(classes):
+        members = (y == c).nonzero().flatten().tolist()
+        for i, u in enumerate(members):
+            for step in (1, 2):
+                v = members[(i + step) % len(members)]
+                edges.add((min(u, v), max(u, v)))
+    for _ in range(n // 10):
+        u, v = torch.randint(n, (2,), generator=g).tolist()
+        if u != v:
+            edges.add((min(u, v), max(u, v)))
+    e = torch.tensor(sorted(edges)).t()
+    x = signal * F.one_hot(y, classes).float() + torch.randn(n, classes, generator=g)
+    x = torch.cat([x, torch.randn(n, 5, generator=g)], dim=1)
+    perm = torch.randperm(n, generator=g)
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    for i, mask in enumerate(masks):
+        mask[perm[i * n // 3:(i + 1) * n // 3]] = True
+    return Data(x=x, edge_index=torch.cat([e, e.flip(0)], dim=1), y=y, train_mask=masks[0], val_mask=masks[1],
+                test_mask=masks[2])
+
+
+def _rows(kind, n, classes, gen):
+    if kind == "onehot":
+        return F.one_hot(torch.randint(classes, (n,), generator=gen), classes).double()
+    if kind == "soft":
+        return torch.rand(n, classes, generator=gen, dtype=torch.float64).softmax(-1)
+    rows = F.one_hot(torch.randint(classes, (n,), generator=gen), classes).double()  # mixed: some zero rows
+    rows[torch.rand(n, generator=gen) < 0.4] = 0.0
+    return rows
+
+
+# ----------------------------------------------------------------------------- the query's sensitivity
+
+
+@pytest.mark.parametrize("kind", ["onehot", "soft", "mixed"])
+def test_class_counts_move_by_at_most_l1_two_when_any_edge_of_any_graph_on_five_nodes_changes(kind):
+    """Every graph on 5 nodes (1,024) and every pair added or removed: the counts move by l1 <= 2, and by exactly 2
+    for one-hot rows (the bound is attained)."""
+    n, classes = 5, 3
+    pairs = list(itertools.combinations(range(n), 2))
+    rows = _rows(kind, n, classes, torch.Generator().manual_seed(1))
+    worst = 0.0
+    for mask in range(1 << len(pairs)):
+        edges = [p for k, p in enumerate(pairs) if mask >> k & 1]
+        e = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
+        base = neighbour_class_counts(rows, torch.cat([e, e.flip(0)], 1), n)
+        for k, (u, v) in enumerate(pairs):
+            other = [p for j, p in enumerate(pairs) if (mask ^ (1 << k)) >> j & 1]
+            f = torch.tensor(other, dtype=torch.long).t().reshape(2, -1)
+            moved = (neighbour_class_counts(rows, torch.cat([f, f.flip(0)], 1), n) - base).abs().sum().item()
+            expected = rows[u].sum().item() + rows[v].sum().item()  # r_v into row u, r_u into row v
+            assert moved == pytest.approx(expected, abs=1e-12)
+            worst = max(worst, moved)
+    assert worst <= CLASS_COUNTS_EDGE_L1_SENSITIVITY + 1e-12
+    if kind == "onehot":
+        assert worst == CLASS_COUNTS_EDGE_L1_SENSITIVITY
+
+
+def test_class_rows_outside_the_premise_are_refused():
+    for bad in (torch.tensor([[0.7, 0.6]]), torch.tensor([[-0.1, 0.5]]), torch.tensor([[math.nan, 0.0]]),
+                torch.tensor([[1, 0]]), torch.ones(3)):
+        with pytest.raises(ValueError):
+            check_class_rows(bad)
+    rounded = torch.tensor([[0.5, 0.5 + 1e-12]], dtype=torch.float64)  # rounding of a softmax: put back on the simplex
+    assert check_class_rows(rounded).sum().item() <= 1.0
+    with pytest.raises(ValueError, match="one row per node"):
+        neighbour_class_counts(torch.eye(3), torch.tensor([[0, 1], [1, 0]]), 4)
+
+
+# ----------------------------------------------------------------------------- accounting
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+@pytest.mark.parametrize("epsilon", [0.5, 4.0])
+def test_noise_scale_spends_exactly_the_budget_and_never_more(K, epsilon):
+    delta = 1e-5
+    b = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=K)
+    spent = lambda scale: _spent(scale, K, delta)  # noqa: E731
+    assert spent(b) <= epsilon and spent(b) == pytest.approx(epsilon, rel=1e-6)
+    assert spent(b * (1 - 1e-6)) > epsilon  # the smallest such scale
+    assert b <= 2.0 * K / epsilon  # never more noise than adding pure epsilons
+
+
+def _spent(scale, K, delta):
+    acct = PrivacyAccountant()
+    for event in lpgnet_module._planned_events(scale, K):
+        acct.register(event)
+    return acct.epsilon("edge", delta)
+
+
+def _spy(monkeypatch, acct):
+    """Record, in order, every event registered with ``acct`` and every draw of the safe sampler."""
+    log = []
+    register = acct.register
+
+    def spy_register(event, **kw):
+        log.append(("event", event.name))
+        return register(event, **kw)
+
+    sample = RoundedNoiseSampler.sample
+
+    def spy_sample(self, *args, **kw):
+        log.append(("noise", None))
+        return sample(self, *args, **kw)
+
+    monkeypatch.setattr(acct, "register", spy_register)
+    monkeypatch.setattr(RoundedNoiseSampler, "sample", spy_sample)
+    return log
+
+
+def test_one_laplace_event_per_stage_registered_before_its_noise(monkeypatch):
+    data = _graph()
+    acct = PrivacyAccountant()
+    log = _spy(monkeypatch, acct)
+    result = run_lpgnet(data, LPGNetConfig(K=2, **FAST), epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    assert log == [("event", "lpgnet_counts_1"), ("noise", None), ("event", "lpgnet_counts_2"), ("noise", None)]
+    events = acct.events_of("edge")
+    assert [e.mechanism for e in events] == ["laplace", "laplace"]
+    assert all(e.params["query_sensitivity"] == CLASS_COUNTS_EDGE_L1_SENSITIVITY for e in events)
+    spent = acct.epsilon("edge", 1e-3)
+    assert spent <= 2.0 and spent == pytest.approx(2.0, rel=1e-5)
+    assert result.noise_scale == pytest.approx(lpgnet_noise_scale(epsilon=2.0, delta=1e-3, K=2))
+    assert result.noise_std == pytest.approx(math.sqrt(2) * result.noise_scale)
+    assert len(result.stage_val_accuracy) == 3 and result.val_accuracy == max(result.stage_val_accuracy)
+
+
+def test_infinite_epsilon_charges_nothing_and_releases_the_exact_counts():
+    data = _graph()
+    result = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=math.inf, delta=1e-3, seed=0)
+    assert len(result.accountant) == 0 and result.noise_scale == 0.0
+    stage0 = result.model.stages[0]
+    with torch.no_grad():
+        pred = stage0(data.x).argmax(-1)
+    rows = F.one_hot(torch.where(data.train_mask, data.y, pred), 3).double()  # labels on training nodes
+    exact = neighbour_class_counts(rows, data.edge_index, data.num_nodes).float()
+    assert torch.equal(result.model.counts[0], exact)
+
+
+@pytest.mark.parametrize("rows", ["soft", "train"])
+def test_soft_and_train_rows(rows):
+    data = _graph()
+    result = run_lpgnet(data, LPGNetConfig(rows=rows, **FAST), epsilon=math.inf, delta=1e-3, seed=0)
+    with torch.no_grad():
+        prob = result.model.stages[0](data.x).double().softmax(-1)
+    r = torch.zeros(data.num_nodes, 3, dtype=torch.float64) if rows == "train" else prob
+    r[data.train_mask] = F.one_hot(data.y[data.train_mask], 3).double()
+    exact = neighbour_class_counts(r, data.edge_index, data.num_nodes).float()
+    assert torch.allclose(result.model.counts[0], exact, atol=1e-5)
+
+
+def test_noise_has_the_calibrated_laplace_spread():
+    data = _graph(n=300)
+    exact = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=math.inf, delta=1e-3, seed=0).model.counts[0]
+    noisy = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=1.0, delta=1e-3, seed=0)
+    z = (noisy.model.counts[0] - exact).double().flatten()  # same seed: same stage 0, same rows
+    b = noisy.noise_scale
+    assert b == pytest.approx(2.0, rel=1e-2)  # 2 / epsilon, less the slack delta allows
+    # 900 Laplace(b) draws: mean |z| = b (std b / 30), variance 2 b^2
+    assert z.abs().mean().item() == pytest.approx(b, rel=0.2)
+    assert z.mean().abs().item() < 0.3 * b
+
+
+def test_bad_input_is_refused_before_any_charge():
+    data = _graph()
+    acct = PrivacyAccountant()
+    for kwargs in ({"level": "node"}, {"num_classes": 1}, {"epsilon": -1.0}, {"delta": 2.0}):
+        args = {"epsilon": 1.0, "delta": 1e-3, **kwargs}
+        with pytest.raises(ValueError):
+            run_lpgnet(data, LPGNetConfig(**FAST), accountant=acct, **args)
+    loops = data.clone()
+    loops.edge_index = torch.cat([data.edge_index, torch.tensor([[0], [0]])], dim=1)
+    with pytest.raises(ValueError):
+        run_lpgnet(loops, LPGNetConfig(**FAST), epsilon=1.0, delta=1e-3, accountant=acct)
+    with pytest.raises(TypeError):
+        run_lpgnet(data, {"K": 1}, epsilon=1.0, delta=1e-3, accountant=acct)
+    assert len(acct) == 0
+    run_lpgnet(loops, LPGNetConfig(**FAST), epsilon=1.0, delta=1e-3, accountant=acct, clean_graph=True, seed=0)
+    assert len(acct) == 1
+
+
+@pytest.mark.parametrize("bad", [{"K": 0}, {"K": 6}, {"K": True}, {"K": 1.5}, {"rows": "labels"}, {"dropout": 1.0},
+                                 {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
+                                 {"select_stage": "yes"}])
+def test_bad_configurations_are_refused(bad):
+    with pytest.raises((ValueError, TypeError)):
+        LPGNetConfig(**bad)
+
+
+def test_unlabelled_nodes_leave_the_masks_with_a_warning():
+    data = _graph()
+    data.y = data.y.clone()
+    data.y[data.test_mask.nonzero()[:3].flatten()] = -1
+    with pytest.warns(UnlabelledNodesWarning, match="test_mask: 3"):
+        result = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=4.0, delta=1e-3, seed=0)
+    assert 0.0 <= result.test_accuracy <= 1.0
+
+
+def test_a_run_past_the_budget_is_refused_before_any_charge():
+    data = _graph()
+    acct = PrivacyAccountant(budget={"edge": (1.0, 1e-3)})
+    run_lpgnet(data, LPGNetConfig(K=2, **FAST), epsilon=0.5, delta=1e-3, accountant=acct, seed=0)
+    with pytest.raises(PrivacyBudgetExceeded):
+        run_lpgnet(data, LPGNetConfig(K=2, **FAST), epsilon=0.9, delta=1e-3, accountant=acct, seed=0)
+    assert len(acct) == 2  # the second run charged nothing, not even its first release
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def test_end_to_end_the_counts_carry_the_graph_and_the_model_predicts_from_its_releases():
+    """Weak features, homophilous graph: without noise stage 1 beats the edge-free stage 0 by far; at epsilon 8
+    the model predicts from its stored releases, charging nothing more."""
+    data = _graph(n=150)
+    config = LPGNetConfig(epochs=100)
+    ref = run_lpgnet(data, config, epsilon=math.inf, delta=1e-3, seed=0)
+    assert ref.stage_val_accuracy[1] > ref.stage_val_accuracy[0] + 0.15
+    private = run_lpgnet(data, config, epsilon=8.0, delta=1e-3, seed=0)
+    logits = private.model.logits(data.x)
+    assert logits.shape == (150, 3) and len(private.accountant) == 1
+    pred = logits.argmax(-1)
+    assert float((pred[data.val_mask] == data.y[data.val_mask]).float().mean()) == pytest.approx(
+        private.val_accuracy)
+    with pytest.raises(ValueError, match="training graph"):
+        private.model.logits(data.x[:10])
+    with pytest.raises(ValueError, match="stage"):
+        private.model.logits(data.x, stage=2)
+
+
+def test_search_uncharged_and_charged():
+    data = _graph()
+    grid = [LPGNetConfig(**FAST), LPGNetConfig(rows="soft", **FAST)]
+    config, runs = search_lpgnet([data, data], grid, epsilon=4.0, delta=1e-3, seeds=[0, 1])
+    assert config in grid and len(runs) == 2
+    acct = PrivacyAccountant()
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="one K at a time"):  # K = 1 and K = 2 calibrated alike have crossing curves
+        search_lpgnet([data], [LPGNetConfig(**FAST), LPGNetConfig(K=2, **FAST)], epsilon=4.0, delta=1e-3,
+                      seeds=[None], tuning=TruncatedNegativeBinomial(eta=1.0, gamma=0.5), accountant=acct)
+    assert len(acct) == 0
+    config, runs = search_lpgnet([data], grid, epsilon=4.0, delta=1e-3, seeds=[None],
+                                 tuning=TruncatedNegativeBinomial(eta=1.0, gamma=0.5), accountant=acct)
+    del gen
+    assert [e.name for e in acct.events_of("edge")] == ["lpgnet_search"]
+    assert config in grid and len(runs) == 1
