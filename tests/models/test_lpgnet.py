@@ -12,7 +12,7 @@ from torch_geometric.data import Data
 
 from pyg_private import PrivacyAccountant, PrivacyBudgetExceeded
 from pyg_private.accounting import UntrackedPrivacyWarning
-from pyg_private.accounting.hyperparameter_tuning import TruncatedNegativeBinomial
+from pyg_private.accounting.hyperparameter_tuning import TruncatedNegativeBinomial, tuning_event
 from pyg_private.models import LPGNetConfig, UnlabelledNodesWarning, lpgnet_noise_scale, run_lpgnet, search_lpgnet
 from pyg_private.models import lpgnet as lpgnet_module
 from pyg_private.sampling.sampler import RoundedNoiseSampler
@@ -269,13 +269,17 @@ def test_search_uncharged_and_charged():
     config, runs = search_lpgnet([data, data], grid, epsilon=4.0, delta=1e-3, seeds=[0, 1])
     assert config in grid and len(runs) == 2
     acct = PrivacyAccountant()
-    gen = torch.Generator().manual_seed(0)
+    dist = TruncatedNegativeBinomial(eta=1.0, gamma=0.5)
     with pytest.raises(ValueError, match="one K at a time"):  # K = 1 and K = 2 calibrated alike have crossing curves
         search_lpgnet([data], [LPGNetConfig(**FAST), LPGNetConfig(K=2, **FAST)], epsilon=4.0, delta=1e-3,
-                      seeds=[None], tuning=TruncatedNegativeBinomial(eta=1.0, gamma=0.5), accountant=acct)
+                      seeds=[None], tuning=dist, accountant=acct)
     assert len(acct) == 0
-    config, runs = search_lpgnet([data], grid, epsilon=4.0, delta=1e-3, seeds=[None],
-                                 tuning=TruncatedNegativeBinomial(eta=1.0, gamma=0.5), accountant=acct)
-    del gen
+    config, runs = search_lpgnet([data], grid, epsilon=4.0, delta=1e-3, seeds=[None], tuning=dist, accountant=acct)
     assert [e.name for e in acct.events_of("edge")] == ["lpgnet_search"]
     assert config in grid and len(runs) == 1
+    # the one event is Papernot and Steinke's bound on the trials' common cost (one release at (4, 1e-3))
+    trial = lpgnet_module._planned_events(lpgnet_noise_scale(epsilon=4.0, delta=1e-3), 1)
+    expected = PrivacyAccountant()
+    expected.register(tuning_event(trial, distribution=dist))
+    assert acct.epsilon("edge", 1e-3) == pytest.approx(expected.epsilon("edge", 1e-3), rel=1e-9)
+    assert acct.epsilon("edge", 1e-3) > 4.0  # the search costs more than one run
