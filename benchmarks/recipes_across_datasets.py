@@ -63,7 +63,7 @@ SWEEP = {
     "edge-free": [{}, {"dropout": 0.5}],
     "progap": [{}, {"dropout": 0.5}, {"label_hop_rows": "train", "label_hop_share": None},
                {"label_hop_rows": "predicted"}],
-    "lpgnet": [{}, {"rows": "soft"}, {"K": 2}],
+    "lpgnet": [{"rows": "predicted"}, {"rows": "soft"}, {"rows": "predicted", "K": 2}],
     "gap": [{"K": 1}, {"K": 2}, {"K": 3}, {"K": 2, "dropout": 0.5}],
     "caribou": [{"K": 2}, {"K": 4}, {"K": 2, "dropout": 0.5}],
     "gcon": [{"regularization": 2.0}, {"regularization": 0.02}],

@@ -532,16 +532,24 @@ def progap_node() -> Case:
 @scenario
 def lpgnet_edge() -> Case:
     """The released counts may be saved; the exact counts of every release (the training labels and
-    stage 0's predictions summed over the private graph) may not."""
-    data = private_data()
-    result = models.run_lpgnet(data, models.LPGNetConfig(K=2, hidden=4, epochs=3), epsilon=1.0, delta=1e-3, seed=0)
+    the previous stage's probabilities, the default rows, or predictions, summed over the private graph)
+    may not."""
+    from pyg_private.utils.class_counts import neighbour_class_counts
     refs = []
-    for k, stage in enumerate(result.model.stages[:-1]):
-        with torch.no_grad():
-            pred = stage.eval()(result.model.inputs(X.float(), k)).argmax(-1)
-        rows = F.one_hot(torch.where(TRAIN, Y, pred), 2).double()
-        refs.append(pnn.ProGAPAggregation(noise_multiplier=0.0)(rows, EDGE_INDEX)[:, 2:])  # unit rows: A R
-    return Case({"result": result}, refs)
+    for rows in ("soft", "predicted"):
+        config = models.LPGNetConfig(K=2, hidden=4, epochs=3, rows=rows)
+        result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
+        for k, stage in enumerate(result.model.stages[:-1]):
+            with torch.no_grad():
+                scores = stage.eval()(result.model.inputs(X.float(), k)).double()
+            r = scores.softmax(-1) if rows == "soft" else F.one_hot(scores.argmax(-1), 2).double()
+            r[TRAIN] = F.one_hot(Y[TRAIN], 2).double()
+            refs.append(neighbour_class_counts(r, EDGE_INDEX, N))
+        if rows == "soft":
+            saved = {"result": result}
+        else:
+            saved["predicted"] = result
+    return Case(saved, refs)
 
 
 @scenario

@@ -9,8 +9,8 @@ through **class counts**: for every node, how many of its neighbours belong to e
 * stage 0 is the plain PyG MLP on the node features
   (:func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp`), which reads no edge;
 * before stage :math:`k \ge 1`, every node gets a class row :math:`\mathbf{r}_u` (``rows``): its
-  one-hot label if it is a training node, otherwise stage :math:`k-1`'s one-hot prediction
-  (``"predicted"``) or class probabilities (``"soft"``); the release is
+  one-hot label if it is a training node, otherwise stage :math:`k-1`'s class probabilities
+  (``"soft"``) or one-hot prediction (``"predicted"``); the release is
   :math:`\tilde{\mathbf{C}}_k = \mathbf{A}\mathbf{R}_k + \mathbf{Z}_k`, :math:`\mathbf{Z}_k` i.i.d.
   :math:`\mathrm{Lap}(b)` (:class:`~pyg_private.mechanisms.LaplaceMechanism`, safe sampler);
 * stage :math:`k` is the same MLP on :math:`[\mathbf{X} \,\|\, \tilde{\mathbf{C}}_1 \,\|\,
@@ -39,9 +39,10 @@ deviation :math:`2\sqrt 2 = 2.8` per count, the Gaussian of the same budget (:ma
 5.4; at :math:`\epsilon = 4`, 0.71 against 1.57.
 
 **Defaults** (:class:`LPGNetConfig`): one stage (``K = 1``; the paper tunes the number of stages),
-predicted rows with the training labels in place of the predictions on the training nodes (public
-at edge level; the paper uses the predictions everywhere), and the edge-free MLP's settings for
-every stage. Each choice was measured across the offline graphs before it became the default.
+the training labels on the training nodes (public at edge level; the paper uses the predictions
+everywhere) and the previous stage's class probabilities elsewhere (the paper: its one-hot
+predictions), and the edge-free MLP's settings for every stage. Each choice was measured across
+the offline graphs before it became the default (``benchmarks/recipes_across_datasets.py --sweep``).
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 """
@@ -78,8 +79,8 @@ class LPGNetConfig:
 
     Args:
         K: the number of class-count releases (stages after the edge-free one), 1 to 5.
-        rows: the class row of a node outside the training set: ``"predicted"`` (the previous
-            stage's one-hot prediction), ``"soft"`` (its class probabilities) or ``"train"`` (a zero
+        rows: the class row of a node outside the training set: ``"soft"`` (the previous stage's
+            class probabilities), ``"predicted"`` (its one-hot prediction) or ``"train"`` (a zero
             row: only training neighbours are counted). A training node's row is its one-hot label.
         hidden, dropout, lr, weight_decay, epochs: every stage's MLP (a 2-layer PyG ``MLP``, full-batch
             Adam, the epoch of best validation accuracy kept); the defaults are the edge-free MLP's.
@@ -88,7 +89,7 @@ class LPGNetConfig:
     """
 
     K: int = 1
-    rows: Literal["predicted", "soft", "train"] = "predicted"
+    rows: Literal["soft", "predicted", "train"] = "soft"
     hidden: int = EDGE_FREE_MLP["hidden"]
     dropout: float = EDGE_FREE_MLP["dropout"]
     lr: float = EDGE_FREE_MLP["lr"]
@@ -217,7 +218,7 @@ def count_features(counts: Tensor) -> Tensor:
 def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tensor, train: Tensor,
                 num_classes: int) -> Tensor:
     """Every node's class row: its one-hot label on the training nodes, the previous stage's
-    prediction (``config.rows``) elsewhere; computed without reading an edge."""
+    probabilities or prediction (``config.rows``) elsewhere; computed without reading an edge."""
     rows = torch.zeros(y.numel(), num_classes, dtype=torch.float64, device=inputs.device)
     if config.rows != "train":
         with torch.no_grad():

@@ -163,7 +163,7 @@ def test_one_laplace_event_per_stage_registered_before_its_noise(monkeypatch):
 
 def test_infinite_epsilon_charges_nothing_and_releases_the_exact_counts():
     data = _graph()
-    result = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=math.inf, delta=1e-3, seed=0)
+    result = run_lpgnet(data, LPGNetConfig(rows="predicted", **FAST), epsilon=math.inf, delta=1e-3, seed=0)
     assert len(result.accountant) == 0 and result.noise_scale == 0.0
     stage0 = result.model.stages[0]
     with torch.no_grad():
@@ -175,6 +175,7 @@ def test_infinite_epsilon_charges_nothing_and_releases_the_exact_counts():
 
 @pytest.mark.parametrize("rows", ["soft", "train"])
 def test_soft_and_train_rows(rows):
+    assert LPGNetConfig().rows == "soft"  # the default
     data = _graph()
     result = run_lpgnet(data, LPGNetConfig(rows=rows, **FAST), epsilon=math.inf, delta=1e-3, seed=0)
     with torch.no_grad():
