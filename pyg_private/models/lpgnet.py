@@ -104,7 +104,7 @@ class LPGNetConfig:
             raise ValueError(f"`rows` must be 'predicted', 'soft' or 'train'; got {self.rows!r}")
         for name in ("hidden", "epochs"):
             check_positive_int(getattr(self, name), name)
-        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+        if isinstance(self.dropout, bool) or not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
             raise ValueError(f"`dropout` must lie in [0, 1); got {self.dropout!r}")
         for name in ("lr", "weight_decay"):
             value = getattr(self, name)
@@ -116,6 +116,7 @@ class LPGNetConfig:
             raise ValueError(f"`select_stage` must be a bool; got {self.select_stage!r}")
 
     def mlp_settings(self) -> dict:
+        """The keyword arguments of every stage's :func:`~pyg_private.models.fit_edge_free_mlp`."""
         return {"hidden": self.hidden, "dropout": float(self.dropout), "lr": float(self.lr),
                 "weight_decay": float(self.weight_decay), "epochs": self.epochs}
 

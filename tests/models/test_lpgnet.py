@@ -217,7 +217,7 @@ def test_bad_input_is_refused_before_any_charge():
 
 
 @pytest.mark.parametrize("bad", [{"K": 0}, {"K": 6}, {"K": True}, {"K": 1.5}, {"rows": "labels"}, {"dropout": 1.0},
-                                 {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
+                                 {"dropout": True}, {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
                                  {"select_stage": "yes"}])
 def test_bad_configurations_are_refused(bad):
     with pytest.raises((ValueError, TypeError)):
