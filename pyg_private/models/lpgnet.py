@@ -295,6 +295,10 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     if private:
         _check_plan(acct, _planned_events(scale, config.K))
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    sens = CLASS_COUNTS_EDGE_L1_SENSITIVITY  # one Laplace release per stage; built (and checked) before any fit
+    mechanisms = [LaplaceMechanism(sens, epsilon=sens / scale, unit=Unit.EDGE, accountant=acct,
+                                   name=f"lpgnet_counts_{k}", generator=gen, sampler=sampler)
+                  for k in range(1, config.K + 1)] if private else []
     x = x.float()
 
     def fit(inputs: Tensor, k: int) -> nn.Module:
@@ -307,13 +311,8 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     for k in range(1, config.K + 1):
         rows = _class_rows(config, stages[-1], inputs[-1], y, train, num_classes)
         exact = neighbour_class_counts(rows, ei, n)
-        if private:  # one Laplace release of l1 sensitivity 2, charged before its noise
-            sens = CLASS_COUNTS_EDGE_L1_SENSITIVITY
-            mechanism = LaplaceMechanism(sens, epsilon=sens / scale, unit=Unit.EDGE, accountant=acct,
-                                         name=f"lpgnet_counts_{k}", generator=gen, sampler=sampler)
-            released = mechanism(exact)
-        else:
-            released = exact
+        # one Laplace release of l1 sensitivity 2, charged before its noise
+        released = mechanisms[k - 1](exact) if private else exact
         del exact
         counts.append(released.float())
         inputs.append(torch.cat([inputs[-1], count_features(counts[-1])], dim=-1))
