@@ -67,7 +67,7 @@ from ..utils import simple_undirected
 from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
-from .recipe_inputs import prepare_node_data
+from .recipe_inputs import prepare_node_data, trains_with_autograd
 from .selection import check_charged_search, select_on_validation, select_privately
 from ..accounting.hyperparameter_tuning import TrialDistribution
 
@@ -284,6 +284,7 @@ def _check_bounds(data: Data, *, method: str, level: str, min_degree: int, degre
     return present
 
 
+@trains_with_autograd
 def run_caribou(data: Data, config: CaribouConfig, *, epsilon: float, delta: float, level: str = "edge",
                 min_degree: Optional[int] = None, max_degree: Optional[int] = None, num_nodes: Optional[int] = None,
                 degree_floor: bool = False, accountant: Optional[PrivacyAccountant] = None,

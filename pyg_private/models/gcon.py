@@ -67,7 +67,7 @@ from ..nn.perturbed_appr_conv import GCONFit
 from ..transforms import l2_row_normalize
 from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import fit_full_batch
-from .recipe_inputs import prepare_node_data
+from .recipe_inputs import prepare_node_data, trains_with_autograd
 from .selection import select_on_validation
 
 __all__ = ["GCONConfig", "GCONResult", "gcon_grid", "encode", "run_gcon", "search_gcon", "run_gcn"]
@@ -183,6 +183,7 @@ def encode(data: Data, config: GCONConfig, seed: Optional[int] = None) -> tuple[
     return _encode(data, config)
 
 
+@trains_with_autograd
 def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
              accountant: Optional[PrivacyAccountant] = None, seed: Optional[int] = None,
              encoded: Optional[tuple[torch.Tensor, torch.Tensor]] = None, clean_graph: bool = False) -> GCONResult:

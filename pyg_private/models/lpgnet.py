@@ -67,7 +67,7 @@ from ..utils import simple_undirected
 from ..utils.class_counts import CLASS_COUNTS_EDGE_L1_SENSITIVITY, neighbour_class_counts
 from .edge_free_mlp import EDGE_FREE_MLP, fit_edge_free_mlp
 from .node_training import accuracy
-from .recipe_inputs import prepare_node_data
+from .recipe_inputs import prepare_node_data, trains_with_autograd
 from .selection import check_charged_search, select_on_validation, select_privately
 
 __all__ = ["LPGNetConfig", "LPGNetResult", "LPGNetModel", "lpgnet_noise_scale", "run_lpgnet", "search_lpgnet"]
@@ -241,6 +241,7 @@ def _check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -
         trial.register(event)
 
 
+@trains_with_autograd
 def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: float, delta: float,
                level: str = "edge", accountant: Optional[PrivacyAccountant] = None, seed: Optional[int] = None,
                num_classes: Optional[int] = None, sampler: str = "safe", clean_graph: bool = False) -> LPGNetResult:

@@ -124,7 +124,7 @@ from ..utils.degree_bounds import check_declared_bounds, present_nodes
 from ..utils.degree_cap import capped_sum_aggregation_node_sensitivity, draw_cap_key
 from .edge_free_mlp import fit_edge_free_mlp
 from .node_training import accuracy, fit_dp_sgd, fit_full_batch
-from .recipe_inputs import prepare_node_data
+from .recipe_inputs import prepare_node_data, trains_with_autograd
 from .selection import check_charged_search, select_on_validation, select_privately
 from ..accounting.hyperparameter_tuning import TrialDistribution
 
@@ -510,6 +510,7 @@ def _check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -
         trial.register(event)
 
 
+@trains_with_autograd
 def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float, level: str = "edge",
                accountant: Optional[PrivacyAccountant] = None, max_degree: Optional[int] = None,
                num_nodes: Optional[int] = None, seed: Optional[int] = None,

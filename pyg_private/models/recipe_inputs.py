@@ -27,8 +27,9 @@ stay in the graph (their features and edges still take part in the propagation).
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
-from typing import Optional
+from typing import Callable, Optional, TypeVar
 
 import torch
 from torch import Tensor
@@ -37,13 +38,35 @@ from torch_geometric.utils import remove_self_loops, to_undirected
 
 from ..utils.graph_validation import check_edge_index
 
-__all__ = ["clean_graph", "prepare_node_data", "UnlabelledNodesWarning", "MASKS"]
+__all__ = ["clean_graph", "prepare_node_data", "trains_with_autograd", "UnlabelledNodesWarning", "MASKS"]
+
+R = TypeVar("R")
 
 MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 class UnlabelledNodesWarning(UserWarning):
     """Nodes with a negative label (unknown) were taken out of the split masks."""
+
+
+def trains_with_autograd(recipe: Callable[..., R]) -> Callable[..., R]:
+    """Run ``recipe`` with autograd on, also when it is called under ``torch.inference_mode()`` or
+    ``torch.no_grad()`` (evaluation loops, Lightning's ``predict``): a recipe trains its models. The
+    data it reads are made normal tensors by :func:`prepare_node_data` (an inference tensor cannot
+    be saved for backward)."""
+
+    @functools.wraps(recipe)
+    def run(*args, **kwargs) -> R:
+        with torch.inference_mode(False), torch.enable_grad():
+            return recipe(*args, **kwargs)
+
+    return run
+
+
+def _normal(t: object) -> object:
+    """A tensor created under ``torch.inference_mode()`` copied into a normal one (autograd may
+    save it); anything else as it is."""
+    return t.clone() if isinstance(t, Tensor) and t.is_inference() else t
 
 
 def clean_graph(edge_index: Tensor, num_nodes: Optional[int] = None) -> Tensor:
@@ -73,6 +96,9 @@ def prepare_node_data(data: Data, *, recipe: str, clean: bool = False, masks: tu
     if not isinstance(y, Tensor) or y.dim() != 1 or y.dtype in (torch.bool,) or y.is_floating_point():
         raise ValueError(f"{recipe}: `data.y` must be a 1-D tensor of integer class indices (-1: unknown)")
     out = copy.copy(data)
+    for name in ("x", "edge_index") + tuple(masks):
+        setattr(out, name, _normal(getattr(data, name)))
+    y = out.y = _normal(y).long()  # cross-entropy wants int64 targets (PyG datasets may store int32)
     if clean:
         out.edge_index = clean_graph(data.edge_index, data.num_nodes)
     labelled = y >= 0

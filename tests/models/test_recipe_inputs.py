@@ -8,7 +8,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
-from pyg_private.models import (CaribouConfig, GCONConfig, ProGAPConfig, run_caribou, run_gcon, run_progap)
+from pyg_private.models import (CaribouConfig, GCONConfig, LPGNetConfig, ProGAPConfig, run_caribou, run_gcon,
+                                run_lpgnet, run_progap)
 from pyg_private.models.gcon import calibrate_scores
 from pyg_private.models.recipe_inputs import UnlabelledNodesWarning, clean_graph, prepare_node_data
 
@@ -86,19 +87,25 @@ def test_unlabelled_nodes_leave_the_masks_with_a_warning():
         prepare_node_data(data, recipe="run_x")
 
 
-@pytest.mark.parametrize("recipe", ["progap", "gap", "caribou", "gcon"])
+def _call(recipe, data, **kw):
+    if recipe == "progap":
+        return run_progap(data, ProGAPConfig(K=1, epochs=5), epsilon=4.0, delta=1e-3, seed=0, **kw)
+    if recipe == "lpgnet":
+        return run_lpgnet(data, LPGNetConfig(epochs=5), epsilon=4.0, delta=1e-3, seed=0, **kw)
+    if recipe == "gcon":
+        return run_gcon(data, GCONConfig(epochs=5, encoder_dim=8), epsilon=4.0, delta=1e-3, seed=0, **kw)
+    # no min_degree: GAP never uses it, CARIBOU declares 0, a bound every graph satisfies
+    return run_caribou(data, CaribouConfig(method=recipe, K=1, epochs=5), epsilon=4.0, delta=1e-3, seed=0, **kw)
+
+
+@pytest.mark.parametrize("recipe", ["progap", "lpgnet", "gap", "caribou", "gcon"])
 def test_every_recipe_takes_the_graph_as_pyg_loads_it(recipe):
     data = _as_pyg_lists_it(_graph())
     data.y = data.y.clone()
     data.y[::9] = -1  # unlabelled nodes (LINKX, Facebook100) in every mask
 
     def call(**kw):
-        if recipe == "progap":
-            return run_progap(data, ProGAPConfig(K=1, epochs=5), epsilon=4.0, delta=1e-3, seed=0, **kw)
-        if recipe == "gcon":
-            return run_gcon(data, GCONConfig(epochs=5, encoder_dim=8), epsilon=4.0, delta=1e-3, seed=0, **kw)
-        # no min_degree: GAP never uses it, CARIBOU declares 0, a bound every graph satisfies
-        return run_caribou(data, CaribouConfig(method=recipe, K=1, epochs=5), epsilon=4.0, delta=1e-3, seed=0, **kw)
+        return _call(recipe, data, **kw)
 
     with pytest.raises(ValueError, match="self-loop"):
         with pytest.warns(UnlabelledNodesWarning):
@@ -106,6 +113,21 @@ def test_every_recipe_takes_the_graph_as_pyg_loads_it(recipe):
     with pytest.warns(UnlabelledNodesWarning):
         result = call(clean_graph=True)
     assert 0.0 <= result.test_accuracy <= 1.0 and len(result.accountant.events) >= 1
+
+
+@pytest.mark.parametrize("context", [torch.inference_mode, torch.no_grad])
+@pytest.mark.parametrize("recipe", ["progap", "lpgnet", "gap", "gcon"])
+def test_every_recipe_trains_under_inference_mode_with_int32_labels_and_double_features(recipe, context):
+    """Evaluation loops (and Lightning's predict) run under ``torch.inference_mode()``; PyG datasets may
+    store int32 labels and float64 features. The recipe still trains, charges its releases, and
+    gives the same result as a plain call."""
+    plain = _call(recipe, _graph())
+    with context():
+        data = _graph()  # inference tensors (under inference mode), as a loader inside the loop makes them
+        data.y, data.x = data.y.int(), data.x.double()
+        result = _call(recipe, data)
+    assert result.test_accuracy == pytest.approx(plain.test_accuracy)
+    assert len(result.accountant.events) == len(plain.accountant.events) >= 1
 
 
 def test_calibration_undoes_the_class_size_weighting():
