@@ -116,5 +116,5 @@ def prepare_node_data(data: Data, *, recipe: str, clean: bool = False, masks: tu
     if dropped:
         counts = "" if level == "node" else " (" + ", ".join(f"{k}: {v}" for k, v in dropped.items()) + ")"
         warnings.warn(f"{recipe}: nodes with an unknown label (y < 0) were taken out of the masks{counts}; "
-                      "they stay in the graph", UnlabelledNodesWarning, stacklevel=3)
+                      "they stay in the graph", UnlabelledNodesWarning, stacklevel=4)  # the caller of the run_* recipe
     return out
