@@ -9,7 +9,7 @@ registers this library's accounting in Opacus' accountant registry (``accountant
 import importlib
 
 from .accountant import DEFAULT_REPORT_DELTA, PrivacyAccountant
-from .budget_calibration import largest_affordable_epsilon
+from .budget_calibration import check_plan, largest_affordable_epsilon, scratch_copy
 from .calibration import calibrate_noise
 from .composition import Composition, compose
 from .conversion import rdp_to_dp
@@ -130,6 +130,8 @@ __all__ = [
     # calibration
     "calibrate_noise",
     "largest_affordable_epsilon",
+    "check_plan",
+    "scratch_copy",
     "lazy_ppr_epsilon",
     "lazy_ppr_noise_scale",
     # GCON objective perturbation

@@ -28,7 +28,28 @@ from .errors import PrivacyBudgetExceeded
 from .events import PrivacyEvent
 from .validation import check_epsilon
 
-__all__ = ["largest_affordable_epsilon"]
+__all__ = ["largest_affordable_epsilon", "check_plan", "scratch_copy"]
+
+
+def scratch_copy(accountant: PrivacyAccountant) -> PrivacyAccountant:
+    """An in-memory copy of ``accountant`` to try releases on. A subclass's copies may share its
+    storage (a :class:`~pyg_private.accounting.persistent_ledger.PersistentPrivacyAccountant`
+    deep-copies as a reopening of its file, so an event registered on the copy would be charged to
+    the real ledger): those are rebuilt from their ``state_dict`` as a plain accountant."""
+    if type(accountant) is PrivacyAccountant:
+        return copy.deepcopy(accountant)
+    return PrivacyAccountant.from_state_dict(accountant.state_dict())
+
+
+def check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -> None:
+    """Raise :class:`~pyg_private.accounting.PrivacyBudgetExceeded` now if ``events``, registered one
+    after the other, would not fit ``accountant``'s budget; the accountant itself is left untouched
+    (the events are tried on a :func:`scratch_copy`). Nothing to check without a budget."""
+    if not accountant.budget:
+        return
+    trial = scratch_copy(accountant)
+    for event in events:
+        trial.register(event)
 
 
 def largest_affordable_epsilon(
@@ -69,8 +90,7 @@ def largest_affordable_epsilon(
     hi = check_epsilon(max_epsilon, "max_epsilon")
     where = accountant._resolve_partition(partition)  # the copy is another object: the part is named for it
     # an in-memory copy: a subclass's copies (a persistent ledger's) may share its storage
-    trial = (copy.deepcopy(accountant) if type(accountant) is PrivacyAccountant
-             else PrivacyAccountant.from_state_dict(accountant.state_dict()))
+    trial = scratch_copy(accountant)
     for ev in reserve:
         try:
             trial.register(ev)

@@ -47,7 +47,6 @@ Hyperparameters are chosen on the validation split by :func:`search_gcon`, not c
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
@@ -60,7 +59,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv, MLP
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from ..accounting import PrivacyAccountant, approximate_dp_event
+from ..accounting import PrivacyAccountant, approximate_dp_event, check_plan
 from ..nn._call_checks import reject_sampled_batch
 from ..nn import GAPAggregation, PerturbedAPPRConv
 from ..nn.perturbed_appr_conv import GCONFit
@@ -213,10 +212,9 @@ def run_gcon(data: Data, config: GCONConfig, *, epsilon: float, delta: float,
     if released:
         aggregation = GAPAggregation(1, epsilon=epsilon / 2, delta=delta / 2, accountant=acct, cached=True,
                                      generator=gen, name="gcon_inference_aggregation")
-        if acct.budget:  # both releases must fit before the first is charged (the head's at its (eps, delta) bound)
-            trial = copy.deepcopy(acct)
-            trial.register(approximate_dp_event(unit="edge", epsilon=epsilon / 2, delta=delta / 2, name=layer.name))
-            trial.register(aggregation.event())
+        # both releases must fit before the first is charged (the head's at its (eps, delta) bound)
+        check_plan(acct, [approximate_dp_event(unit="edge", epsilon=epsilon / 2, delta=delta / 2, name=layer.name),
+                          aggregation.event()])
     if config.pseudo_labels:
         labels = torch.where(data.train_mask, data.y, predicted)
         fit = layer.fit(x0, data.edge_index, labels, generator=gen)

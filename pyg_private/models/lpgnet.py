@@ -48,7 +48,6 @@ the offline graphs before it became the default (``benchmarks/recipes_across_dat
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional, Sequence
@@ -58,7 +57,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise, laplace_event
+from ..accounting import PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise, check_plan, laplace_event
 from ..accounting.hyperparameter_tuning import TrialDistribution, trial_curve
 from ..accounting.validation import check_delta, check_epsilon, check_positive_int
 from ..mechanisms.laplace import LaplaceMechanism
@@ -231,16 +230,6 @@ def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tenso
     return rows
 
 
-def _check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -> None:
-    """Raise ``PrivacyBudgetExceeded`` now if the run would not fit the accountant's budget (a copy
-    of the ledger is charged; the accountant itself is untouched)."""
-    if not accountant.budget:
-        return
-    trial = copy.deepcopy(accountant)
-    for event in events:
-        trial.register(event)
-
-
 @trains_with_autograd
 def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: float, delta: float,
                level: str = "edge", accountant: Optional[PrivacyAccountant] = None, seed: Optional[int] = None,
@@ -294,7 +283,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     scale = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=config.K) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
-        _check_plan(acct, _planned_events(scale, config.K))
+        check_plan(acct, _planned_events(scale, config.K))
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     sens = CLASS_COUNTS_EDGE_L1_SENSITIVITY  # one Laplace release per stage; built (and checked) before any fit
     mechanisms = [LaplaceMechanism(sens, epsilon=sens / scale, unit=Unit.EDGE, accountant=acct,

@@ -104,7 +104,6 @@ unit or zero rows computed without the graph), with its own noise multiplier (it
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional, Sequence
@@ -114,7 +113,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from ..accounting import (PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise, gdp_event,
+from ..accounting import (PrivacyAccountant, PrivacyEvent, Unit, calibrate_noise, check_plan, gdp_event,
                           subsampled_gaussian_event)
 from ..accounting.validation import check_delta, check_epsilon, check_positive_int
 from ..nn._call_checks import reject_sampled_batch
@@ -500,16 +499,6 @@ def progap_noise_multiplier(*, epsilon: float, delta: float, config: ProGAPConfi
     return calibrate_noise(epsilon_of, eps, min_scale=1e-4, max_scale=1e5, rtol=1e-6)
 
 
-def _check_plan(accountant: PrivacyAccountant, events: Sequence[PrivacyEvent]) -> None:
-    """Raise ``PrivacyBudgetExceeded`` now if the whole run would not fit the budget (a copy of
-    the ledger is charged; the accountant itself is untouched)."""
-    if not accountant.budget:
-        return
-    trial = copy.deepcopy(accountant)
-    for event in events:
-        trial.register(event)
-
-
 @trains_with_autograd
 def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float, level: str = "edge",
                accountant: Optional[PrivacyAccountant] = None, max_degree: Optional[int] = None,
@@ -597,7 +586,7 @@ def run_progap(data: Data, config: ProGAPConfig, *, epsilon: float, delta: float
                                     num_train=num_train) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
-        _check_plan(acct, _planned_events(sigma, config=config, level=level, num_train=num_train))
+        check_plan(acct, _planned_events(sigma, config=config, level=level, num_train=num_train))
     gen = None
     if seed is not None:
         torch.manual_seed(seed)

@@ -8,7 +8,6 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.data import Data
 
 from pyg_private import PrivacyAccountant, PrivacyBudgetExceeded
 from pyg_private.accounting import UntrackedPrivacyWarning
@@ -18,6 +17,8 @@ from pyg_private.models import lpgnet as lpgnet_module
 from pyg_private.sampling.sampler import RoundedNoiseSampler
 from pyg_private.utils.class_counts import (CLASS_COUNTS_EDGE_L1_SENSITIVITY, check_class_rows,
                                             neighbour_class_counts)
+
+from test_progap import _graph as progap_graph
 
 FAST = dict(epochs=20, hidden=16)
 
@@ -29,31 +30,9 @@ def _quiet():
         yield
 
 
-def _graph(n=90, classes=3, seed=0, signal=0.6):
-    """A homophilous block graph (a ring with chords inside each class, a few edges across); weak features
-    (the one-hot class times ``signal`` plus Gaussian noise)."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(n) % classes
-    edges = set()
-    for c in range(classes):
-        members = (y == c).nonzero().flatten().tolist()
-        for i, u in enumerate(members):
-            for step in (1, 2):
-                v = members[(i + step) % len(members)]
-                edges.add((min(u, v), max(u, v)))
-    for _ in range(n // 10):
-        u, v = torch.randint(n, (2,), generator=g).tolist()
-        if u != v:
-            edges.add((min(u, v), max(u, v)))
-    e = torch.tensor(sorted(edges)).t()
-    x = signal * F.one_hot(y, classes).float() + torch.randn(n, classes, generator=g)
-    x = torch.cat([x, torch.randn(n, 5, generator=g)], dim=1)
-    perm = torch.randperm(n, generator=g)
-    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
-    for i, mask in enumerate(masks):
-        mask[perm[i * n // 3:(i + 1) * n // 3]] = True
-    return Data(x=x, edge_index=torch.cat([e, e.flip(0)], dim=1), y=y, train_mask=masks[0], val_mask=masks[1],
-                test_mask=masks[2])
+def _graph(n=90, signal=0.6, **kwargs):
+    """ProGAP's test graph (rings with chords inside each class, a few edges across) with weak features."""
+    return progap_graph(n=n, signal=signal, **kwargs)
 
 
 def _rows(kind, n, classes, gen):

@@ -8,6 +8,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
+from pyg_private import PrivacyAccountant
 from pyg_private.models import (CaribouConfig, GCONConfig, LPGNetConfig, ProGAPConfig, run_caribou, run_gcon,
                                 run_lpgnet, run_progap)
 from pyg_private.models.gcon import calibrate_scores
@@ -87,7 +88,10 @@ def test_unlabelled_nodes_leave_the_masks_with_a_warning():
         prepare_node_data(data, recipe="run_x")
 
 
-def _call(recipe, data, **kw):
+def _call(recipe, data, config=None, **kw):
+    if config is not None:
+        run = {"gcon": run_gcon, "progap": run_progap, "lpgnet": run_lpgnet}[recipe]
+        return run(data, config, epsilon=4.0, delta=1e-3, seed=0, **kw)
     if recipe == "progap":
         return run_progap(data, ProGAPConfig(K=1, epochs=5), epsilon=4.0, delta=1e-3, seed=0, **kw)
     if recipe == "lpgnet":
@@ -128,6 +132,22 @@ def test_every_recipe_trains_under_inference_mode_with_int32_labels_and_double_f
         result = _call(recipe, data)
     assert result.test_accuracy == pytest.approx(plain.test_accuracy)
     assert len(result.accountant.events) == len(plain.accountant.events) >= 1
+
+
+@pytest.mark.parametrize("recipe", ["progap", "lpgnet", "gcon-released"])
+def test_a_persistent_ledger_with_a_budget_is_charged_once(recipe, tmp_path):
+    """The recipes check their whole plan against the budget first, on a scratch copy: a persistent
+    ledger (whose deep copy reopens its file) must hold the run's events once, not the plan as well."""
+    from pyg_private.accounting.persistent_ledger import PersistentPrivacyAccountant
+
+    plain = PrivacyAccountant()
+    kw = {} if recipe != "gcon-released" else {"config": GCONConfig(epochs=5, encoder_dim=8, inference="released")}
+    name = "gcon" if recipe == "gcon-released" else recipe
+    _call(name, _graph(), accountant=plain, **kw)
+    ledger = PersistentPrivacyAccountant(tmp_path / "ledger.db", budget={"edge": (20.0, 1e-3)})
+    _call(name, _graph(), accountant=ledger, **kw)
+    assert len(ledger.events) == len(plain.events) >= 1
+    assert ledger.epsilon("edge", 1e-3) == pytest.approx(plain.epsilon("edge", 1e-3))
 
 
 def test_calibration_undoes_the_class_size_weighting():
