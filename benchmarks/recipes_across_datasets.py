@@ -63,7 +63,9 @@ SWEEP = {
     "edge-free": [{}, {"dropout": 0.5}],
     "progap": [{}, {"dropout": 0.5}, {"label_hop_rows": "train", "label_hop_share": None},
                {"label_hop_rows": "predicted"}],
-    "lpgnet": [{"rows": "predicted"}, {"rows": "soft"}, {"rows": "predicted", "K": 2}],
+    "lpgnet": [{"rows": "predicted", "head": "features", "row_labels": "train"},
+               {"head": "features", "row_labels": "train"}, {"head": "features"}, {"head": "stacked"}, {},
+               {"rows": "predicted", "K": 2}],
     "gap": [{"K": 1}, {"K": 2}, {"K": 3}, {"K": 2, "dropout": 0.5}],
     "caribou": [{"K": 2}, {"K": 4}, {"K": 2, "dropout": 0.5}],
     "gcon": [{"regularization": 2.0}, {"regularization": 0.02}],
@@ -107,7 +109,7 @@ def run(method: str, data: Data, seed: int, epsilon: float, delta: float, overri
         return r.val_accuracy, r.test_accuracy, f"stage {r.stage}" if r.candidate == "stage" else r.candidate
     if method == "lpgnet":
         r = run_lpgnet(data, LPGNetConfig(**overrides), epsilon=epsilon, delta=delta, seed=seed, clean_graph=True)
-        return r.val_accuracy, r.test_accuracy, f"stage {r.stage}"
+        return r.val_accuracy, r.test_accuracy, f"stage {r.stage} ({r.stage_heads[r.stage]})"
     if method == "node-progap":  # node level: the aggregations over the in-degree-capped graph, DP-SGD stages
         overrides = dict(overrides)
         cap = overrides.pop("degree_cap", NODE_LEVEL["degree_cap"]) or None

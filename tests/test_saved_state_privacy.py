@@ -531,19 +531,19 @@ def progap_node() -> Case:
 
 @scenario
 def lpgnet_edge() -> Case:
-    """The released counts may be saved; the exact counts of every release (the training labels and
-    the previous stage's probabilities, the default rows, or predictions, summed over the private graph)
-    may not."""
+    """The released counts may be saved; the exact counts of every release (the known labels and the
+    previous stage's probabilities, the default rows, or predictions, summed over the private graph)
+    may not. Two folds, so that the stacked head (its out-of-fold scores are stored) is a candidate."""
     from pyg_private.utils.class_counts import neighbour_class_counts
     refs = []
     for rows in ("soft", "predicted"):
-        config = models.LPGNetConfig(K=2, hidden=4, epochs=3, rows=rows)
+        config = models.LPGNetConfig(K=2, hidden=4, epochs=3, rows=rows, folds=2)
         result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
         for k, stage in enumerate(result.model.stages[:-1]):
             with torch.no_grad():
                 scores = stage.eval()(result.model.inputs(X.float(), k)).double()
             r = scores.softmax(-1) if rows == "soft" else F.one_hot(scores.argmax(-1), 2).double()
-            r[TRAIN] = F.one_hot(Y[TRAIN], 2).double()
+            r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
             refs.append(neighbour_class_counts(r, EDGE_INDEX, N))
         if rows == "soft":
             saved = {"result": result}

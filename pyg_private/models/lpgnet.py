@@ -9,17 +9,27 @@ through **class counts**: for every node, how many of its neighbours belong to e
 * stage 0 is the plain PyG MLP on the node features
   (:func:`~pyg_private.models.edge_free_mlp.fit_edge_free_mlp`), which reads no edge;
 * before stage :math:`k \ge 1`, every node gets a class row :math:`\mathbf{r}_u` (``rows``): its
-  one-hot label if it is a training node, otherwise stage :math:`k-1`'s class probabilities
-  (``"soft"``) or one-hot prediction (``"predicted"``); the release is
+  one-hot label if its label is known (``row_labels``: the training nodes, and by default the
+  validation nodes too), otherwise stage :math:`k-1`'s class probabilities (``"soft"``) or one-hot
+  prediction (``"predicted"``); the release is
   :math:`\tilde{\mathbf{C}}_k = \mathbf{A}\mathbf{R}_k + \mathbf{Z}_k`, :math:`\mathbf{Z}_k` i.i.d.
   :math:`\mathrm{Lap}(b)` (:class:`~pyg_private.mechanisms.LaplaceMechanism`, safe sampler);
-* stage :math:`k` is the same MLP on :math:`[\mathbf{X} \,\|\, \tilde{\mathbf{C}}_1 \,\|\,
-  \mathbf{P}_1 \,\|\, \cdots \,\|\, \tilde{\mathbf{C}}_k \,\|\, \mathbf{P}_k]`, where
-  :math:`\mathbf{P}_k` is :math:`\tilde{\mathbf{C}}_k` clamped at zero and divided by its row sum
-  (at least 1): the neighbours' class shares, post-processing of the release.
+* stage :math:`k` is an MLP (the same as stage 0) on the releases so far,
+  :math:`\mathbf{F}_k = [\tilde{\mathbf{C}}_1 \,\|\, \mathbf{P}_1 \,\|\, \cdots \,\|\,
+  \tilde{\mathbf{C}}_k \,\|\, \mathbf{P}_k]`, where :math:`\mathbf{P}_k` is
+  :math:`\tilde{\mathbf{C}}_k` clamped at zero and divided by its row sum (at least 1): the
+  neighbours' class shares, post-processing of the release. Next to them it reads either the
+  features, :math:`[\mathbf{X} \,\|\, \mathbf{F}_k]` (``head="features"``, as in the paper's
+  Algorithm 1), or stage :math:`k-1`'s **out-of-fold** log-probabilities,
+  :math:`[\log \hat{\mathbf{Y}}_{k-1} \,\|\, \mathbf{F}_k]` (``head="stacked"``: stacking, see
+  :mod:`~pyg_private.models.stacking`; a training node's scores come from a model fitted without it,
+  so the stage learns how far to trust stage :math:`k-1` against the counts). With ``head="both"``
+  (the default) each stage fits both and keeps the one of better validation accuracy.
 
 The prediction is the stage with the best **validation** accuracy (``select_stage``; stage 0, the
-edge-free MLP, is always a candidate), read on public data at edge level.
+edge-free MLP, is always a candidate), read on public data at edge level. A validation node's own
+label never enters its own inputs (only its neighbours' counts), so the selection stays a fair
+held-out estimate with ``row_labels="train+val"``.
 
 **Accounting.** The rows of every release are computed from public features and labels and from
 earlier releases only, so adding or removing one undirected edge changes the count query by
@@ -39,10 +49,11 @@ deviation :math:`2\sqrt 2 = 2.8` per count, the Gaussian of the same budget (:ma
 5.4; at :math:`\epsilon = 4`, 0.71 against 1.57.
 
 **Defaults** (:class:`LPGNetConfig`): one stage (``K = 1``; the paper tunes the number of stages),
-the training labels on the training nodes (public at edge level; the paper uses the predictions
-everywhere) and the previous stage's class probabilities elsewhere (the paper: its one-hot
-predictions), and the edge-free MLP's settings for every stage. Each choice was measured across
-the offline graphs before it became the default (``benchmarks/recipes_across_datasets.py --sweep``).
+the known labels of the training and validation nodes as their rows (public at edge level; the paper
+uses the predictions everywhere) and the previous stage's class probabilities elsewhere (the paper:
+its one-hot predictions), both heads with 5 folds, and the edge-free MLP's settings for every stage.
+Each choice was measured across the offline graphs before it became the default
+(``benchmarks/recipes_across_datasets.py --sweep``).
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 """
@@ -68,6 +79,7 @@ from .edge_free_mlp import EDGE_FREE_MLP, fit_edge_free_mlp
 from .node_training import accuracy
 from .recipe_inputs import prepare_node_data, trains_with_autograd
 from .selection import check_charged_search, select_on_validation, select_privately
+from .stacking import out_of_fold_log_probs
 
 __all__ = ["LPGNetConfig", "LPGNetResult", "LPGNetModel", "lpgnet_noise_scale", "run_lpgnet", "search_lpgnet"]
 
@@ -78,9 +90,16 @@ class LPGNetConfig:
 
     Args:
         K: the number of class-count releases (stages after the edge-free one), 1 to 5.
-        rows: the class row of a node outside the training set: ``"soft"`` (the previous stage's
-            class probabilities), ``"predicted"`` (its one-hot prediction) or ``"train"`` (a zero
-            row: only training neighbours are counted). A training node's row is its one-hot label.
+        rows: the class row of a node whose label is not used (see ``row_labels``): ``"soft"`` (the
+            previous stage's class probabilities), ``"predicted"`` (its one-hot prediction) or
+            ``"train"`` (a zero row: only the neighbours of known label are counted).
+        row_labels: the nodes whose row is their one-hot label: ``"train+val"`` (the nodes of
+            ``train_mask`` and ``val_mask``) or ``"train"``. Labels are public at edge level.
+        head: what every stage ``k >= 1`` reads next to the releases: ``"features"`` (the node
+            features, as in the paper), ``"stacked"`` (stage ``k - 1``'s out-of-fold
+            log-probabilities) or ``"both"`` (fit both, keep the better on validation; only the
+            features with fewer than ``folds`` training nodes).
+        folds: the number of folds of the out-of-fold scores (``head`` ``"stacked"`` or ``"both"``).
         hidden, dropout, lr, weight_decay, epochs: every stage's MLP (a 2-layer PyG ``MLP``, full-batch
             Adam, the epoch of best validation accuracy kept); the defaults are the edge-free MLP's.
         select_stage: predict with the stage of best validation accuracy (stage 0, the edge-free MLP,
@@ -89,6 +108,9 @@ class LPGNetConfig:
 
     K: int = 1
     rows: Literal["soft", "predicted", "train"] = "soft"
+    row_labels: Literal["train+val", "train"] = "train+val"
+    head: Literal["both", "features", "stacked"] = "both"
+    folds: int = 5
     hidden: int = EDGE_FREE_MLP["hidden"]
     dropout: float = EDGE_FREE_MLP["dropout"]
     lr: float = EDGE_FREE_MLP["lr"]
@@ -101,6 +123,12 @@ class LPGNetConfig:
             raise ValueError(f"`K` must be an integer in [1, 5]; got {self.K!r}")
         if self.rows not in ("predicted", "soft", "train"):
             raise ValueError(f"`rows` must be 'predicted', 'soft' or 'train'; got {self.rows!r}")
+        if self.row_labels not in ("train+val", "train"):
+            raise ValueError(f"`row_labels` must be 'train+val' or 'train'; got {self.row_labels!r}")
+        if self.head not in ("both", "features", "stacked"):
+            raise ValueError(f"`head` must be 'both', 'features' or 'stacked'; got {self.head!r}")
+        if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
+            raise ValueError(f"`folds` must be an integer >= 2; got {self.folds!r}")
         for name in ("hidden", "epochs"):
             check_positive_int(getattr(self, name), name)
         if isinstance(self.dropout, bool) or not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -118,6 +146,9 @@ class LPGNetConfig:
         """The keyword arguments of every stage's :func:`~pyg_private.models.fit_edge_free_mlp`."""
         return {"hidden": self.hidden, "dropout": float(self.dropout), "lr": float(self.lr),
                 "weight_decay": float(self.weight_decay), "epochs": self.epochs}
+
+
+_HEADS = ("features", "stacked")
 
 
 def _planned_events(scale: float, K: int) -> list[PrivacyEvent]:
@@ -150,9 +181,10 @@ class LPGNetModel:
     """The trained stages and the released counts, for predictions on the nodes of the training graph.
 
     It holds released or public data only: the stages' MLPs (trained on public features and labels
-    and on the releases), the noisy counts of every release and the class rows they summed (public
-    at edge level). The counts are a release about the training graph, so the model predicts on
-    that graph's nodes (``x`` with the same rows); another graph needs a run of its own.
+    and on the releases), the noisy counts of every release, and the out-of-fold log-probabilities
+    that the stacked stages read (computed from public features and labels and earlier releases).
+    The counts are a release about the training graph, so the model predicts on that graph's nodes
+    (``x`` with the same rows); another graph needs a run of its own.
     """
 
     config: LPGNetConfig
@@ -160,13 +192,20 @@ class LPGNetModel:
     #: the released noisy counts, one ``[N, C]`` matrix per release (float32)
     counts: list[Tensor]
     stage: int
+    #: what each stage reads next to the releases: ``"features"`` or ``"stacked"`` (stage 0: ``"features"``)
+    heads: list[str] = field(default_factory=list)
+    #: the out-of-fold log-probabilities a stacked stage reads (``None`` for the other stages)
+    priors: list[Optional[Tensor]] = field(default_factory=list)
 
     def inputs(self, x: Tensor, stage: int) -> Tensor:
-        """Stage ``stage``'s input: the features, then every earlier release's counts and shares."""
+        """Stage ``stage``'s input: the features (or, for a stacked stage, the previous stage's
+        out-of-fold log-probabilities), then every earlier release's counts and shares."""
         if x.size(0) != (self.counts[0].size(0) if self.counts else x.size(0)):
             raise ValueError(f"an LPGNet model predicts on the {self.counts[0].size(0)} nodes of its training graph "
                              f"(its counts are a release about that graph); got {x.size(0)} rows")
-        return torch.cat([x.float()] + [count_features(c) for c in self.counts[:stage]], dim=-1)
+        stacked = stage < len(self.heads) and self.heads[stage] == "stacked"
+        first = self.priors[stage] if stacked else x.float()
+        return torch.cat([first] + [count_features(c) for c in self.counts[:stage]], dim=-1)
 
     @torch.no_grad()
     def logits(self, x: Tensor, stage: Optional[int] = None) -> Tensor:
@@ -195,6 +234,8 @@ class LPGNetResult:
     stage: int = 0
     stage_val_accuracy: tuple[float, ...] = ()
     stage_test_accuracy: tuple[float, ...] = ()
+    #: what every stage read next to the releases (``"features"`` or ``"stacked"``)
+    stage_heads: tuple[str, ...] = ()
     #: the Laplace scale of each count release (0: no noise), and its standard deviation per count
     noise_scale: float = 0.0
     noise_std: float = 0.0
@@ -215,9 +256,9 @@ def count_features(counts: Tensor) -> Tensor:
     return torch.cat([c, pos / pos.sum(dim=-1, keepdim=True).clamp(min=1.0)], dim=-1)
 
 
-def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tensor, train: Tensor,
+def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tensor, labelled: Tensor,
                 num_classes: int) -> Tensor:
-    """Every node's class row: its one-hot label on the training nodes, the previous stage's
+    """Every node's class row: its one-hot label on the ``labelled`` nodes, the previous stage's
     probabilities or prediction (``config.rows``) elsewhere; computed without reading an edge."""
     rows = torch.zeros(y.numel(), num_classes, dtype=torch.float64, device=inputs.device)
     if config.rows != "train":
@@ -225,8 +266,8 @@ def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tenso
             scores = stage.eval()(inputs).double()
         rows = F.one_hot(scores.argmax(dim=-1), num_classes).double() if config.rows == "predicted" \
             else scores.softmax(dim=-1)
-    rows[train] = 0.0
-    rows[train, y[train]] = 1.0
+    rows[labelled] = 0.0
+    rows[labelled, y[labelled]] = 1.0
     return rows
 
 
@@ -246,8 +287,8 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     taken out of the masks with a warning.
 
     Raises:
-        ValueError: a bad argument, ``level="node"``, or a graph that is not undirected and simple,
-            before any charge.
+        ValueError: a bad argument, ``level="node"``, a graph that is not undirected and simple, or
+            ``head="stacked"`` with fewer than ``folds`` training nodes, before any charge.
         PrivacyBudgetExceeded: the run would exceed the accountant's budget, before any charge.
     """
     reject_sampled_batch("run_lpgnet", data)
@@ -280,6 +321,9 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
         raise ValueError(f"`data.y` must hold class indices in [0, num_classes={num_classes}) on the nodes of the "
                          "masks")
 
+    folds_possible = int(train.sum()) >= config.folds
+    if config.head == "stacked" and not folds_possible:
+        raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes; got {int(train.sum())}")
     scale = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=config.K) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
@@ -291,30 +335,46 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
                   for k in range(1, config.K + 1)] if private else []
     x = x.float()
 
-    def fit(inputs: Tensor, k: int) -> nn.Module:
-        return fit_edge_free_mlp(inputs, y, train, val, num_classes, seed=None if seed is None else seed + k,
+    def fit(inputs: Tensor, salt: int, mask: Tensor = train) -> nn.Module:
+        return fit_edge_free_mlp(inputs, y, mask, val, num_classes, seed=None if seed is None else seed + salt,
                                  **config.mlp_settings())
 
-    stages = [fit(x, 0)]
-    inputs = [x]
+    labelled = train | val if config.row_labels == "train+val" else train
+    heads = (_HEADS if folds_possible else _HEADS[:1]) if config.head == "both" else (config.head,)
+    stages, inputs, chosen_heads, priors = [fit(x, 0)], [x], ["features"], [None]
     counts: list[Tensor] = []
     for k in range(1, config.K + 1):
-        rows = _class_rows(config, stages[-1], inputs[-1], y, train, num_classes)
+        rows = _class_rows(config, stages[-1], inputs[-1], y, labelled, num_classes)
         exact = neighbour_class_counts(rows, ei, n)
         # one Laplace release of l1 sensitivity 2, charged before its noise
         released = mechanisms[k - 1](exact) if private else exact
         del exact
         counts.append(released.float())
-        inputs.append(torch.cat([inputs[-1], count_features(counts[-1])], dim=-1))
-        stages.append(fit(inputs[-1], k))
+        releases = [count_features(c) for c in counts]
+        candidates = []  # (validation accuracy, head, inputs, prior, model); everything below is post-processing
+        for head in heads:
+            prior = None
+            if head == "stacked":
+                prev = inputs[-1]
+                prior = out_of_fold_log_probs(lambda mask, f: fit(prev, 100 * k + 10 + f, mask), prev, stages[-1],
+                                              train, folds=config.folds, seed=None if seed is None else seed + k)
+            z = torch.cat([x if head == "features" else prior] + releases, dim=-1)
+            model = fit(z, k + 1000 * _HEADS.index(head))  # a head's seed does not depend on the other head
+            candidates.append((accuracy(model, z, y, val), head, z, prior, model))
+        _, head, z, prior, model = max(candidates, key=lambda c: c[0])  # ties: the first (features)
+        stages.append(model)
+        inputs.append(z)
+        chosen_heads.append(head)
+        priors.append(prior)
 
     vals = tuple(accuracy(s, z, y, val) for s, z in zip(stages, inputs))
     tests = tuple(accuracy(s, z, y, test) for s, z in zip(stages, inputs))
     chosen = max(range(len(vals)), key=lambda i: (vals[i], -i)) if config.select_stage else config.K
     return LPGNetResult(config=config, epsilon=epsilon, val_accuracy=vals[chosen], test_accuracy=tests[chosen],
-                        stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests, noise_scale=scale,
-                        noise_std=math.sqrt(2.0) * scale, accountant=acct,
-                        model=LPGNetModel(config, [s.eval() for s in stages], counts, chosen))
+                        stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests,
+                        stage_heads=tuple(chosen_heads), noise_scale=scale, noise_std=math.sqrt(2.0) * scale,
+                        accountant=acct, model=LPGNetModel(config, [s.eval() for s in stages], counts, chosen,
+                                                           chosen_heads, priors))
 
 
 def _costliest_trial(grid: Sequence[LPGNetConfig], *, epsilon: float, delta: float) -> list[PrivacyEvent]:

@@ -147,20 +147,24 @@ def test_infinite_epsilon_charges_nothing_and_releases_the_exact_counts():
     stage0 = result.model.stages[0]
     with torch.no_grad():
         pred = stage0(data.x).argmax(-1)
-    rows = F.one_hot(torch.where(data.train_mask, data.y, pred), 3).double()  # labels on training nodes
+    known = data.train_mask | data.val_mask  # the default row_labels: the labels of the training and validation nodes
+    rows = F.one_hot(torch.where(known, data.y, pred), 3).double()
     exact = neighbour_class_counts(rows, data.edge_index, data.num_nodes).float()
     assert torch.equal(result.model.counts[0], exact)
 
 
+@pytest.mark.parametrize("row_labels", ["train+val", "train"])
 @pytest.mark.parametrize("rows", ["soft", "train"])
-def test_soft_and_train_rows(rows):
-    assert LPGNetConfig().rows == "soft"  # the default
+def test_soft_and_train_rows(rows, row_labels):
+    assert LPGNetConfig().rows == "soft" and LPGNetConfig().row_labels == "train+val"  # the defaults
     data = _graph()
-    result = run_lpgnet(data, LPGNetConfig(rows=rows, **FAST), epsilon=math.inf, delta=1e-3, seed=0)
+    result = run_lpgnet(data, LPGNetConfig(rows=rows, row_labels=row_labels, **FAST), epsilon=math.inf, delta=1e-3,
+                        seed=0)
     with torch.no_grad():
         prob = result.model.stages[0](data.x).double().softmax(-1)
     r = torch.zeros(data.num_nodes, 3, dtype=torch.float64) if rows == "train" else prob
-    r[data.train_mask] = F.one_hot(data.y[data.train_mask], 3).double()
+    known = data.train_mask | data.val_mask if row_labels == "train+val" else data.train_mask
+    r[known] = F.one_hot(data.y[known], 3).double()
     exact = neighbour_class_counts(r, data.edge_index, data.num_nodes).float()
     assert torch.allclose(result.model.counts[0], exact, atol=1e-5)
 
@@ -195,7 +199,8 @@ def test_bad_input_is_refused_before_any_charge():
     assert len(acct) == 1
 
 
-@pytest.mark.parametrize("bad", [{"K": 0}, {"K": 6}, {"K": True}, {"K": 1.5}, {"rows": "labels"}, {"dropout": 1.0},
+@pytest.mark.parametrize("bad", [{"K": 0}, {"K": 6}, {"K": True}, {"K": 1.5}, {"rows": "labels"}, {"row_labels": "val"},
+                                 {"head": "mlp"}, {"folds": 1}, {"folds": 2.0}, {"dropout": 1.0},
                                  {"dropout": True}, {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
                                  {"select_stage": "yes"}])
 def test_bad_configurations_are_refused(bad):
@@ -263,3 +268,44 @@ def test_search_uncharged_and_charged():
     expected.register(tuning_event(trial, distribution=dist))
     assert acct.epsilon("edge", 1e-3) == pytest.approx(expected.epsilon("edge", 1e-3), rel=1e-9)
     assert acct.epsilon("edge", 1e-3) > 4.0  # the search costs more than one run
+
+
+# ----------------------------------------------------------------------------- the heads
+
+
+def test_both_heads_keep_the_better_on_validation_and_the_model_replays_each():
+    """``head="both"`` fits exactly the two single-head candidates (same seeds) and keeps the one of better
+    validation accuracy; a stacked stage's stored out-of-fold scores let the model replay its predictions."""
+    data = _graph(n=150)
+    runs = {head: run_lpgnet(data, LPGNetConfig(head=head, epochs=60), epsilon=8.0, delta=1e-3, seed=3)
+            for head in ("features", "stacked", "both")}
+    assert runs["features"].stage_heads == ("features", "features")
+    assert runs["stacked"].stage_heads == ("features", "stacked")
+    vals = {h: runs[h].stage_val_accuracy[1] for h in ("features", "stacked")}
+    best = "stacked" if vals["stacked"] > vals["features"] else "features"
+    assert runs["both"].stage_heads[1] == best and runs["both"].stage_val_accuracy[1] == vals[best]
+    for head, result in runs.items():
+        assert len(result.accountant) == 1  # the heads are post-processing of the one release
+        model = result.model
+        pred = model.logits(data.x, stage=1).argmax(-1)
+        assert float((pred[data.val_mask] == data.y[data.val_mask]).float().mean()) == pytest.approx(
+            result.stage_val_accuracy[1])
+        if result.stage_heads[1] == "stacked":
+            assert model.priors[1].shape == (150, 3) and model.inputs(data.x, 1).shape == (150, 3 + 2 * 3)
+        else:
+            assert model.priors[1] is None and model.inputs(data.x, 1).shape == (150, data.num_features + 2 * 3)
+
+
+def test_too_few_training_nodes_for_the_folds():
+    """``head="stacked"`` is refused before any charge; ``head="both"`` keeps the features head only."""
+    data = _graph()
+    data.train_mask = torch.zeros_like(data.train_mask)
+    data.train_mask[:4] = True
+    acct = PrivacyAccountant()
+    with pytest.raises(ValueError, match="at least folds=5 training nodes"):
+        run_lpgnet(data, LPGNetConfig(head="stacked", **FAST), epsilon=1.0, delta=1e-3, accountant=acct)
+    assert len(acct) == 0
+    result = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=1.0, delta=1e-3, accountant=acct, seed=0)
+    assert result.stage_heads == ("features", "features") and len(acct) == 1
+    stacked = run_lpgnet(data, LPGNetConfig(head="stacked", folds=4, **FAST), epsilon=1.0, delta=1e-3, seed=0)
+    assert stacked.stage_heads == ("features", "stacked")  # one training node per fold
