@@ -92,7 +92,7 @@ def progap_grid(quick: bool) -> list[ProGAPConfig]:
 
 
 def lpgnet_grid(quick: bool) -> list[LPGNetConfig]:
-    """LPGNet's defaults; the full grid adds the soft class rows and a second stage."""
+    """LPGNet's defaults; the full grid adds the paper's one-hot class rows and a second stage."""
     if quick:
         return [LPGNetConfig()]
     return config_grid(LPGNetConfig(), rows=("predicted", "soft"), K=(1, 2))
