@@ -42,8 +42,9 @@ from .selection import PrivateSelection, TrialCostExceeded, select_on_validation
 __all__ += ["clean_graph", "UnlabelledNodesWarning", "select_on_validation", "select_privately", "PrivateSelection",
             "TrialCostExceeded"]
 from .edge_free_mlp import fit_edge_free_mlp  # noqa: E402
+from .stacking import out_of_fold_log_probs  # noqa: E402
 
-__all__ += ["fit_edge_free_mlp"]
+__all__ += ["fit_edge_free_mlp", "out_of_fold_log_probs"]
 from .link_prediction import (LinkPredictionConfig, LinkPredictionModel, LinkPredictionResult,  # noqa: E402
                               run_link_prediction)
 

@@ -22,7 +22,7 @@ through **class counts**: for every node, how many of its neighbours belong to e
   features, :math:`[\mathbf{X} \,\|\, \mathbf{F}_k]` (``head="features"``, as in the paper's
   Algorithm 1), or stage :math:`k-1`'s **out-of-fold** log-probabilities,
   :math:`[\log \hat{\mathbf{Y}}_{k-1} \,\|\, \mathbf{F}_k]` (``head="stacked"``: stacking, see
-  :mod:`~pyg_private.models.stacking`; a training node's scores come from a model fitted without it,
+  :func:`~pyg_private.models.out_of_fold_log_probs`; a training node's scores come from a model fitted without it,
   so the stage learns how far to trust stage :math:`k-1` against the counts). With ``head="both"``
   (the default) each stage fits both and keeps the one of better validation accuracy.
 
