@@ -549,6 +549,15 @@ def lpgnet_edge() -> Case:
             saved = {"result": result}
         else:
             saved["predicted"] = result
+    # sources: the validation nodes count twice and get no counts of their own (all 4 training nodes read)
+    config = models.LPGNetConfig(hidden=4, epochs=3, head="features", sources=True, reader_share=1.0)
+    result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
+    fit_nodes, check_nodes = models.lpgnet._readers(config, TRAIN, 0)
+    with torch.no_grad():
+        r = result.model.stages[0].eval()(X.float()).double().softmax(-1)
+    r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
+    refs.append(neighbour_class_counts(r, EDGE_INDEX, N, sources=VAL | (TRAIN & ~fit_nodes & ~check_nodes)))
+    saved["sources"] = result
     return Case(saved, refs)
 
 

@@ -33,7 +33,7 @@ held-out estimate with ``row_labels="train+val"``.
 
 **Accounting.** The rows of every release are computed from public features and labels and from
 earlier releases only, so adding or removing one undirected edge changes the count query by
-:math:`\ell_1` norm at most 2 (:mod:`~pyg_private.utils.class_counts`); the Laplace mechanism of
+:math:`\ell_1` norm at most 2 (:mod:`~pyg_private.utils.class_counts`; with ``sources``, too); the Laplace mechanism of
 scale :math:`b` is then :math:`2/b`-DP (pure), one event per stage on unit ``"edge"``, registered
 before its noise. One :math:`b` serves every stage and is calibrated on the accountant's own
 composition (the events' privacy loss distributions), so the run spends at most
@@ -54,6 +54,13 @@ uses the predictions everywhere) and the previous stage's class probabilities el
 its one-hot predictions), both heads with 5 folds, and the edge-free MLP's settings for every stage.
 Each choice was measured across the offline graphs before it became the default
 (``benchmarks/recipes_across_datasets.py --sweep``).
+
+**Sources** (``sources=True``, off by default). An edge between two counted nodes moves two
+counts by one, so each end reads it with half of the budget. The validation nodes and part of the
+training nodes (chosen at random, without the graph) can give their share to their neighbours
+instead: they get no counts of their own and are counted twice, the same sensitivity for a
+signal twice as strong at the nodes that read it. The stages are then fitted, stopped and selected on
+the training nodes that keep their counts (the readers).
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 """
@@ -100,6 +107,14 @@ class LPGNetConfig:
             log-probabilities) or ``"both"`` (fit both, keep the better on validation; only the
             features with fewer than ``folds`` training nodes).
         folds: the number of folds of the out-of-fold scores (``head`` ``"stacked"`` or ``"both"``).
+        sources: spend each edge's budget on the end that reads the counts. The validation nodes and
+            a random ``1 - reader_share`` of the training nodes become *sources*: they get no counts
+            of their own, and their neighbours count them twice (the l1 sensitivity stays 2, see
+            :mod:`~pyg_private.utils.class_counts`). The other training nodes, the *readers*,
+            fit every stage ``k >= 1`` (80%) and stop it early and select the stage (20%, in place of
+            the validation nodes, so ``val_accuracy`` is measured on them); stage 0 is fitted without
+            the latter. ``False``: every node gets its counts and counts once.
+        reader_share: with ``sources``, the share of the training nodes that keep their counts.
         hidden, dropout, lr, weight_decay, epochs: every stage's MLP (a 2-layer PyG ``MLP``, full-batch
             Adam, the epoch of best validation accuracy kept); the defaults are the edge-free MLP's.
         select_stage: predict with the stage of best validation accuracy (stage 0, the edge-free MLP,
@@ -111,6 +126,8 @@ class LPGNetConfig:
     row_labels: Literal["train+val", "train"] = "train+val"
     head: Literal["both", "features", "stacked"] = "both"
     folds: int = 5
+    sources: bool = False
+    reader_share: float = 0.5
     hidden: int = EDGE_FREE_MLP["hidden"]
     dropout: float = EDGE_FREE_MLP["dropout"]
     lr: float = EDGE_FREE_MLP["lr"]
@@ -129,6 +146,11 @@ class LPGNetConfig:
             raise ValueError(f"`head` must be 'both', 'features' or 'stacked'; got {self.head!r}")
         if isinstance(self.folds, bool) or not isinstance(self.folds, int) or self.folds < 2:
             raise ValueError(f"`folds` must be an integer >= 2; got {self.folds!r}")
+        if not isinstance(self.sources, bool):
+            raise ValueError(f"`sources` must be a bool; got {self.sources!r}")
+        share = self.reader_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
+            raise ValueError(f"`reader_share` must lie in (0, 1]; got {share!r}")
         for name in ("hidden", "epochs"):
             check_positive_int(getattr(self, name), name)
         if isinstance(self.dropout, bool) or not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -184,7 +206,9 @@ class LPGNetModel:
     and on the releases), the noisy counts of every release, and the out-of-fold log-probabilities
     that the stacked stages read (computed from public features and labels and earlier releases).
     The counts are a release about the training graph, so the model predicts on that graph's nodes
-    (``x`` with the same rows); another graph needs a run of its own.
+    (``x`` with the same rows); another graph needs a run of its own. With ``config.sources`` the
+    sources (validation nodes, training nodes that do not read) have no counts of their own, only
+    noise: predict them with ``stage=0``.
     """
 
     config: LPGNetConfig
@@ -229,6 +253,8 @@ class LPGNetResult:
 
     config: LPGNetConfig
     epsilon: float
+    #: the selected stage's accuracy on the validation nodes (with ``config.sources``: on the
+    #: training nodes held out to stop and select the stages)
     val_accuracy: float
     test_accuracy: float
     stage: int = 0
@@ -269,6 +295,23 @@ def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tenso
     rows[labelled] = 0.0
     rows[labelled, y[labelled]] = 1.0
     return rows
+
+
+def _readers(config: LPGNetConfig, train: Tensor, seed: Optional[int]) -> tuple[Tensor, Tensor]:
+    """With ``config.sources``: the training nodes that fit the stages and those that stop and select
+    them, drawn at random without the graph (so the sources are public)."""
+    idx = train.nonzero().view(-1)
+    gen = torch.Generator().manual_seed(seed + 7) if seed is not None else None
+    perm = idx[torch.randperm(idx.numel(), generator=gen).to(idx.device)]
+    keep = int(round(config.reader_share * idx.numel()))
+    held = max(1, keep // 5)
+    if keep - held < 1:
+        raise ValueError(f"sources=True keeps reader_share={config.reader_share} of {idx.numel()} training nodes: "
+                         "at least 2 are needed (one to fit, one to stop and select)")
+    fit_nodes, check_nodes = torch.zeros_like(train), torch.zeros_like(train)
+    fit_nodes[perm[held:keep]] = True
+    check_nodes[perm[:held]] = True
+    return fit_nodes, check_nodes
 
 
 @trains_with_autograd
@@ -321,9 +364,14 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
         raise ValueError(f"`data.y` must hold class indices in [0, num_classes={num_classes}) on the nodes of the "
                          "masks")
 
-    folds_possible = int(train.sum()) >= config.folds
+    # who fits the stages >= 1 and who stops and selects them; stage 0 is held out on the latter
+    fit_nodes, check_nodes = _readers(config, train, seed) if config.sources else (train, val)
+    sources = val | (train & ~fit_nodes & ~check_nodes) if config.sources else None
+    base = train & ~check_nodes
+    folds_possible = int(fit_nodes.sum()) >= config.folds
     if config.head == "stacked" and not folds_possible:
-        raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes; got {int(train.sum())}")
+        raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes that fit the stages; "
+                         f"got {int(fit_nodes.sum())}")
     scale = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=config.K) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
@@ -335,17 +383,17 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
                   for k in range(1, config.K + 1)] if private else []
     x = x.float()
 
-    def fit(inputs: Tensor, salt: int, mask: Tensor = train) -> nn.Module:
-        return fit_edge_free_mlp(inputs, y, mask, val, num_classes, seed=None if seed is None else seed + salt,
+    def fit(inputs: Tensor, salt: int, mask: Tensor, stop: Tensor) -> nn.Module:
+        return fit_edge_free_mlp(inputs, y, mask, stop, num_classes, seed=None if seed is None else seed + salt,
                                  **config.mlp_settings())
 
     labelled = train | val if config.row_labels == "train+val" else train
     heads = (_HEADS if folds_possible else _HEADS[:1]) if config.head == "both" else (config.head,)
-    stages, inputs, chosen_heads, priors = [fit(x, 0)], [x], ["features"], [None]
+    stages, inputs, chosen_heads, priors = [fit(x, 0, base, val)], [x], ["features"], [None]
     counts: list[Tensor] = []
     for k in range(1, config.K + 1):
         rows = _class_rows(config, stages[-1], inputs[-1], y, labelled, num_classes)
-        exact = neighbour_class_counts(rows, ei, n)
+        exact = neighbour_class_counts(rows, ei, n, sources=sources)
         # one Laplace release of l1 sensitivity 2, charged before its noise
         released = mechanisms[k - 1](exact) if private else exact
         del exact
@@ -354,20 +402,22 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
         candidates = []  # (validation accuracy, head, inputs, prior, model); everything below is post-processing
         for head in heads:
             prior = None
-            if head == "stacked":
+            if head == "stacked":  # the previous stage refitted on its own nodes without each fold
                 prev = inputs[-1]
-                prior = out_of_fold_log_probs(lambda mask, f: fit(prev, 100 * k + 10 + f, mask), prev, stages[-1],
-                                              train, folds=config.folds, seed=None if seed is None else seed + k)
+                prev_nodes, prev_stop = (base, val) if k == 1 else (fit_nodes, check_nodes)
+                prior = out_of_fold_log_probs(lambda mask, f: fit(prev, 100 * k + 10 + f, mask, prev_stop), prev,
+                                              stages[-1], prev_nodes, folds=config.folds,
+                                              seed=None if seed is None else seed + k)
             z = torch.cat([x if head == "features" else prior] + releases, dim=-1)
-            model = fit(z, k + 1000 * _HEADS.index(head))  # a head's seed does not depend on the other head
-            candidates.append((accuracy(model, z, y, val), head, z, prior, model))
+            model = fit(z, k + 1000 * _HEADS.index(head), fit_nodes, check_nodes)  # seeds independent of the other head
+            candidates.append((accuracy(model, z, y, check_nodes), head, z, prior, model))
         _, head, z, prior, model = max(candidates, key=lambda c: c[0])  # ties: the first (features)
         stages.append(model)
         inputs.append(z)
         chosen_heads.append(head)
         priors.append(prior)
 
-    vals = tuple(accuracy(s, z, y, val) for s, z in zip(stages, inputs))
+    vals = tuple(accuracy(s, z, y, check_nodes) for s, z in zip(stages, inputs))
     tests = tuple(accuracy(s, z, y, test) for s, z in zip(stages, inputs))
     chosen = max(range(len(vals)), key=lambda i: (vals[i], -i)) if config.select_stage else config.K
     return LPGNetResult(config=config, epsilon=epsilon, val_accuracy=vals[chosen], test_accuracy=tests[chosen],

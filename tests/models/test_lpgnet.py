@@ -72,6 +72,37 @@ def test_class_counts_move_by_at_most_l1_two_when_any_edge_of_any_graph_on_five_
         assert worst == CLASS_COUNTS_EDGE_L1_SENSITIVITY
 
 
+@pytest.mark.parametrize("kind", ["onehot", "soft", "mixed"])
+def test_class_counts_with_sources_move_by_at_most_l1_two_when_any_edge_of_any_graph_on_five_nodes_changes(kind):
+    """Sources (nodes 0 and 3) count twice and get no counts of their own. Every graph on 5 nodes and every pair: the
+    counts move by r_u + r_v between two other nodes, by 2 r_u when only u is a source, by nothing between two
+    sources, so by l1 <= 2 (attained for one-hot rows); the sources' rows stay zero."""
+    n, classes = 5, 3
+    sources = torch.tensor([True, False, False, True, False])
+    pairs = list(itertools.combinations(range(n), 2))
+    rows = _rows(kind, n, classes, torch.Generator().manual_seed(2))
+    norm = rows.sum(-1)
+    worst = 0.0
+    for mask in range(1 << len(pairs)):
+        edges = [p for k, p in enumerate(pairs) if mask >> k & 1]
+        e = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
+        base = neighbour_class_counts(rows, torch.cat([e, e.flip(0)], 1), n, sources=sources)
+        assert not base[sources].any()
+        for k, (u, v) in enumerate(pairs):
+            other = [p for j, p in enumerate(pairs) if (mask ^ (1 << k)) >> j & 1]
+            f = torch.tensor(other, dtype=torch.long).t().reshape(2, -1)
+            moved = (neighbour_class_counts(rows, torch.cat([f, f.flip(0)], 1), n, sources=sources)
+                     - base).abs().sum().item()
+            su, sv = bool(sources[u]), bool(sources[v])
+            expected = 0.0 if su and sv else 2 * norm[u].item() if su else 2 * norm[v].item() if sv else \
+                norm[u].item() + norm[v].item()
+            assert moved == pytest.approx(expected, abs=1e-12)
+            worst = max(worst, moved)
+    assert worst <= CLASS_COUNTS_EDGE_L1_SENSITIVITY + 1e-12
+    if kind == "onehot":
+        assert worst == CLASS_COUNTS_EDGE_L1_SENSITIVITY
+
+
 def test_class_rows_outside_the_premise_are_refused():
     for bad in (torch.tensor([[0.7, 0.6]]), torch.tensor([[-0.1, 0.5]]), torch.tensor([[math.nan, 0.0]]),
                 torch.tensor([[1, 0]]), torch.ones(3)):
@@ -81,6 +112,9 @@ def test_class_rows_outside_the_premise_are_refused():
     assert check_class_rows(rounded).sum().item() <= 1.0
     with pytest.raises(ValueError, match="one row per node"):
         neighbour_class_counts(torch.eye(3), torch.tensor([[0, 1], [1, 0]]), 4)
+    for bad in (torch.tensor([1, 0, 0]), torch.tensor([True, False]), [True, False, True]):
+        with pytest.raises(ValueError, match="boolean mask"):
+            neighbour_class_counts(torch.eye(3), torch.tensor([[0, 1], [1, 0]]), 3, sources=bad)
 
 
 # ----------------------------------------------------------------------------- accounting
@@ -202,7 +236,8 @@ def test_bad_input_is_refused_before_any_charge():
 @pytest.mark.parametrize("bad", [{"K": 0}, {"K": 6}, {"K": True}, {"K": 1.5}, {"rows": "labels"}, {"row_labels": "val"},
                                  {"head": "mlp"}, {"folds": 1}, {"folds": 2.0}, {"dropout": 1.0},
                                  {"dropout": True}, {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
-                                 {"select_stage": "yes"}])
+                                 {"select_stage": "yes"}, {"sources": 1}, {"reader_share": 0.0},
+                                 {"reader_share": 1.5}, {"reader_share": True}])
 def test_bad_configurations_are_refused(bad):
     with pytest.raises((ValueError, TypeError)):
         LPGNetConfig(**bad)
@@ -309,3 +344,43 @@ def test_too_few_training_nodes_for_the_folds():
     assert result.stage_heads == ("features", "features") and len(acct) == 1
     stacked = run_lpgnet(data, LPGNetConfig(head="stacked", folds=4, **FAST), epsilon=1.0, delta=1e-3, seed=0)
     assert stacked.stage_heads == ("features", "stacked")  # one training node per fold
+
+
+def test_sources_release_once_before_noise_count_the_sources_twice_and_select_on_held_out_readers(monkeypatch):
+    """``sources=True``: one event before the noise; without noise the counts are the weighted query (validation and
+    non-reader training nodes: no counts of their own, counted twice); the readers that stop and select are held out
+    of every fit, so stage 0's accuracy on them is a held-out figure."""
+    data = _graph(n=150)
+    config = LPGNetConfig(sources=True, **FAST)
+    acct = PrivacyAccountant()
+    log = _spy(monkeypatch, acct)
+    noisy = run_lpgnet(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    assert log == [("event", "lpgnet_counts_1"), ("noise", None)] and len(acct) == 1
+    exact = run_lpgnet(data, config, epsilon=math.inf, delta=1e-3, seed=0)
+    fit_nodes, check_nodes = lpgnet_module._readers(config, data.train_mask, 0)
+    assert not (fit_nodes & check_nodes).any() and ((fit_nodes | check_nodes) & ~data.train_mask).sum() == 0
+    assert int(fit_nodes.sum() + check_nodes.sum()) == round(0.5 * int(data.train_mask.sum()))
+    sources = data.val_mask | (data.train_mask & ~fit_nodes & ~check_nodes)
+    with torch.no_grad():
+        prob = exact.model.stages[0](data.x).double().softmax(-1)
+    known = data.train_mask | data.val_mask
+    prob[known] = F.one_hot(data.y[known], 3).double()
+    reference = neighbour_class_counts(prob, data.edge_index, data.num_nodes, sources=sources).float()
+    assert torch.allclose(exact.model.counts[0], reference, atol=1e-5)
+    assert not exact.model.counts[0][sources].any() and noisy.model.counts[0][sources].abs().sum() > 0  # noise only
+    # stage 0 never saw the check nodes: its selection accuracy is theirs
+    with torch.no_grad():
+        pred0 = exact.model.stages[0](data.x).argmax(-1)
+    assert exact.stage_val_accuracy[0] == pytest.approx((pred0[check_nodes] == data.y[check_nodes]).float().mean())
+
+
+def test_sources_with_too_few_readers_are_refused_before_any_charge():
+    data = _graph()
+    acct = PrivacyAccountant()
+    with pytest.raises(ValueError, match="at least 2 are needed"):
+        run_lpgnet(data, LPGNetConfig(sources=True, reader_share=0.01, **FAST), epsilon=1.0, delta=1e-3,
+                   accountant=acct)
+    with pytest.raises(ValueError, match="training nodes that fit the stages"):
+        run_lpgnet(data, LPGNetConfig(sources=True, reader_share=0.1, head="stacked", **FAST), epsilon=1.0,
+                   delta=1e-3, accountant=acct)
+    assert len(acct) == 0
