@@ -65,7 +65,7 @@ SWEEP = {
                {"label_hop_rows": "predicted"}],
     "lpgnet": [{"rows": "predicted", "head": "features", "row_labels": "train"},
                {"head": "features", "row_labels": "train"}, {"head": "features"}, {"head": "stacked"}, {},
-               {"rows": "predicted", "K": 2}],
+               {"rows": "predicted", "K": 2}, {"sources": True}, {"sources": True, "reader_share": 0.3}],
     "gap": [{"K": 1}, {"K": 2}, {"K": 3}, {"K": 2, "dropout": 0.5}],
     "caribou": [{"K": 2}, {"K": 4}, {"K": 2, "dropout": 0.5}],
     "gcon": [{"regularization": 2.0}, {"regularization": 0.02}],
