@@ -367,7 +367,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     # who fits the stages >= 1 and who stops and selects them; stage 0 is held out on the latter
     fit_nodes, check_nodes = _readers(config, train, seed) if config.sources else (train, val)
     sources = val | (train & ~fit_nodes & ~check_nodes) if config.sources else None
-    base = train & ~check_nodes
+    base = train & ~check_nodes if config.sources else train
     folds_possible = int(fit_nodes.sum()) >= config.folds
     if config.head == "stacked" and not folds_possible:
         raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes that fit the stages; "
