@@ -356,8 +356,20 @@ def test_sources_release_once_before_noise_count_the_sources_twice_and_select_on
     log = _spy(monkeypatch, acct)
     noisy = run_lpgnet(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
     assert log == [("event", "lpgnet_counts_1"), ("noise", None)] and len(acct) == 1
+    calls = []  # (train mask, early-stopping mask) of every MLP fit
+    fit_mlp = lpgnet_module.fit_edge_free_mlp
+
+    def recording_fit(x, y, train_mask, val_mask, *args, **kwargs):
+        calls.append((train_mask.clone(), val_mask.clone()))
+        return fit_mlp(x, y, train_mask, val_mask, *args, **kwargs)
+
+    monkeypatch.setattr(lpgnet_module, "fit_edge_free_mlp", recording_fit)
     exact = run_lpgnet(data, config, epsilon=math.inf, delta=1e-3, seed=0)
     fit_nodes, check_nodes = lpgnet_module._readers(config, data.train_mask, 0)
+    assert len(calls) == 1 + 1 + 5 + 1  # stage 0, the features head, 5 out-of-fold refits, the stacked head
+    assert torch.equal(calls[0][0], data.train_mask & ~check_nodes)  # stage 0 without the check nodes
+    assert all(not (mask & check_nodes).any() for mask, _ in calls)  # no fit ever trains on them
+    assert all(torch.equal(mask, fit_nodes) and torch.equal(stop, check_nodes) for mask, stop in (calls[1], calls[-1]))
     assert not (fit_nodes & check_nodes).any() and ((fit_nodes | check_nodes) & ~data.train_mask).sum() == 0
     assert int(fit_nodes.sum() + check_nodes.sum()) == round(0.5 * int(data.train_mask.sum()))
     sources = data.val_mask | (data.train_mask & ~fit_nodes & ~check_nodes)
