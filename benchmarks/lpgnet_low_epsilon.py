@@ -124,8 +124,7 @@ def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
     stop_nodes, fit_nodes = (torch.zeros(n, dtype=torch.bool) for _ in range(2))
     stop_nodes[order[:k // 5]], fit_nodes[order[k // 5:k]] = True, True
     sources = va | (tr & ~stop_nodes & ~fit_nodes)
-    # weight 2 for the sources' rows, as 2 * counts of half-weight rows (the rows' l1 norm stays <= 1)
-    weighted = 2 * neighbour_class_counts(rows * torch.where(sources, 1.0, 0.5).double()[:, None], edge_index, n)
+    weighted = neighbour_class_counts(rows, edge_index, n, sources=sources)  # as LPGNetConfig(sources=True)
 
     def head(features, mask=tr, val=va, **kw):
         inputs = torch.cat([logp, features], dim=-1)
