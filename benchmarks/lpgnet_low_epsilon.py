@@ -23,6 +23,9 @@ seed and as means:
   are counted with weight 2 by their neighbours (an edge to a source moves one count by 2; between
   two other nodes, two counts by 1; between two sources, nothing: the l1 sensitivity stays 2). The
   other training nodes fit the head (80 %) and stop it early (20 %); the test nodes read it.
+  ``uncertainty`` splits each edge's budget between its ends in proportion to their uncertainty
+  under stage 0 (``1 - max p`` of the out-of-fold scores, as ``LPGNetConfig(edge_split="uncertainty")``;
+  the l1 sensitivity stays 2), and ``sources + uncertainty`` does both.
 
 A utility study, not a release: the noise comes from a seeded float inverse-CDF sampler and nothing
 leaves the process except accuracies. ``--quick`` runs Cora, one seed, under a minute on one thread.
@@ -125,6 +128,9 @@ def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
     stop_nodes[order[:k // 5]], fit_nodes[order[k // 5:k]] = True, True
     sources = va | (tr & ~stop_nodes & ~fit_nodes)
     weighted = neighbour_class_counts(rows, edge_index, n, sources=sources)  # as LPGNetConfig(sources=True)
+    claims = (1.0 - logp.double().exp().amax(dim=-1)).clamp(min=1e-4)  # as LPGNetConfig(edge_split="uncertainty")
+    by_need = neighbour_class_counts(rows, edge_index, n, claims=claims)
+    both = neighbour_class_counts(rows, edge_index, n, sources=sources, claims=claims)
 
     def head(features, mask=tr, val=va, **kw):
         inputs = torch.cat([logp, features], dim=-1)
@@ -155,6 +161,9 @@ def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
             emit(name, seed, eps, "design", "pairs", test_acc(head(pair_contrasts(exact, logp, noise))))
             pred = head(count_features(weighted + noise(exact.shape)), mask=fit_nodes, val=stop_nodes)
             emit(name, seed, eps, "design", "sources", test_acc(pred))
+            emit(name, seed, eps, "design", "uncertainty", test_acc(head(count_features(by_need + noise(exact.shape)))))
+            pred = head(count_features(both + noise(exact.shape)), mask=fit_nodes, val=stop_nodes)
+            emit(name, seed, eps, "design", "sources + uncertainty", test_acc(pred))
 
 
 def main(argv=None) -> None:

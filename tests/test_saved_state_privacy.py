@@ -558,6 +558,15 @@ def lpgnet_edge() -> Case:
     r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
     refs.append(neighbour_class_counts(r, EDGE_INDEX, N, sources=VAL | (TRAIN & ~fit_nodes & ~check_nodes)))
     saved["sources"] = result
+    # the uncertainty split: each edge's budget split by the stage-0 out-of-fold uncertainty (stored as the prior)
+    config = models.LPGNetConfig(hidden=4, epochs=3, head="stacked", folds=2, edge_split="uncertainty")
+    result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
+    with torch.no_grad():
+        r = result.model.stages[0].eval()(X.float()).double().softmax(-1)
+    r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
+    claims = (1.0 - result.model.priors[1].double().exp().amax(-1)).clamp(min=1e-4)
+    refs.append(neighbour_class_counts(r, EDGE_INDEX, N, claims=claims))
+    saved["uncertainty"] = result
     return Case(saved, refs)
 
 

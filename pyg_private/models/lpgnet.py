@@ -62,6 +62,12 @@ instead: they get no counts of their own and are counted twice, the same sensiti
 signal twice as strong at the nodes that read it. The stages are then fitted, stopped and selected on
 the training nodes that keep their counts (the readers).
 
+**Uncertainty split** (``edge_split="uncertainty"``, off by default). The same idea with a
+continuous claim: each edge's budget is split between its ends in proportion to their uncertainty
+under the previous stage, :math:`1 - \max_c p_c` (out of fold on the training nodes; public at edge
+level), so a node the features already classify gives most of each edge to its less certain
+neighbours; the sensitivity is still 2 for any public claims. It combines with ``sources``.
+
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 """
 from __future__ import annotations
@@ -93,7 +99,7 @@ __all__ = ["LPGNetConfig", "LPGNetResult", "LPGNetModel", "lpgnet_noise_scale", 
 
 @dataclass(frozen=True)
 class LPGNetConfig:
-    """Settings of :func:`run_lpgnet`.
+    r"""Settings of :func:`run_lpgnet`.
 
     Args:
         K: the number of class-count releases (stages after the edge-free one), 1 to 5.
@@ -115,6 +121,13 @@ class LPGNetConfig:
             the validation nodes, so ``val_accuracy`` is measured on them); stage 0 is fitted without
             the latter. ``False``: every node gets its counts and counts once.
         reader_share: with ``sources``, the share of the training nodes that keep their counts.
+        edge_split: how each edge's budget is split between its two ends. ``"even"``: each end counts
+            the other once (with ``sources``: twice when the other is a source). ``"uncertainty"``: in
+            proportion to each end's *claim*, its uncertainty under the previous stage,
+            :math:`1 - \max_c p_c` (at least ``1e-4``; out of fold on the nodes that stage was fitted
+            on, so the readers' claims are distributed like the test nodes'; 0 for the sources): a
+            node the features already classify gives most of each edge to its less certain
+            neighbours. The l1 sensitivity stays 2 (see :mod:`~pyg_private.utils.class_counts`).
         hidden, dropout, lr, weight_decay, epochs: every stage's MLP (a 2-layer PyG ``MLP``, full-batch
             Adam, the epoch of best validation accuracy kept); the defaults are the edge-free MLP's.
         select_stage: predict with the stage of best validation accuracy (stage 0, the edge-free MLP,
@@ -128,6 +141,7 @@ class LPGNetConfig:
     folds: int = 5
     sources: bool = False
     reader_share: float = 0.5
+    edge_split: Literal["even", "uncertainty"] = "even"
     hidden: int = EDGE_FREE_MLP["hidden"]
     dropout: float = EDGE_FREE_MLP["dropout"]
     lr: float = EDGE_FREE_MLP["lr"]
@@ -151,6 +165,8 @@ class LPGNetConfig:
         share = self.reader_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 < share <= 1.0:
             raise ValueError(f"`reader_share` must lie in (0, 1]; got {share!r}")
+        if self.edge_split not in ("even", "uncertainty"):
+            raise ValueError(f"`edge_split` must be 'even' or 'uncertainty'; got {self.edge_split!r}")
         for name in ("hidden", "epochs"):
             check_positive_int(getattr(self, name), name)
         if isinstance(self.dropout, bool) or not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -369,9 +385,12 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     sources = val | (train & ~fit_nodes & ~check_nodes) if config.sources else None
     base = train & ~check_nodes if config.sources else train
     folds_possible = int(fit_nodes.sum()) >= config.folds
-    if config.head == "stacked" and not folds_possible:
-        raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes that fit the stages; "
-                         f"got {int(fit_nodes.sum())}")
+    out_of_fold_users = [name for name, used in (("head='stacked'", config.head == "stacked"),
+                                                 ("edge_split='uncertainty'", config.edge_split == "uncertainty"))
+                         if used]
+    if out_of_fold_users and not folds_possible:
+        raise ValueError(f"{' and '.join(out_of_fold_users)} need at least folds={config.folds} training nodes that fit "
+                         f"the stages; got {int(fit_nodes.sum())}")
     scale = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=config.K) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
@@ -393,7 +412,19 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     counts: list[Tensor] = []
     for k in range(1, config.K + 1):
         rows = _class_rows(config, stages[-1], inputs[-1], y, labelled, num_classes)
-        exact = neighbour_class_counts(rows, ei, n, sources=sources)
+        prev = inputs[-1]
+        prev_nodes, prev_stop = (base, val) if k == 1 else (fit_nodes, check_nodes)
+
+        def previous_out_of_fold() -> Tensor:  # the previous stage refitted on its own nodes without each fold
+            return out_of_fold_log_probs(lambda mask, f: fit(prev, 100 * k + 10 + f, mask, prev_stop), prev,
+                                         stages[-1], prev_nodes, folds=config.folds,
+                                         seed=None if seed is None else seed + k)
+
+        out_of_fold, claims = None, None
+        if config.edge_split == "uncertainty":  # public: features, labels and earlier releases only
+            out_of_fold = previous_out_of_fold()
+            claims = (1.0 - out_of_fold.double().exp().amax(dim=-1)).clamp(min=1e-4)
+        exact = neighbour_class_counts(rows, ei, n, sources=sources, claims=claims)
         # one Laplace release of l1 sensitivity 2, charged before its noise
         released = mechanisms[k - 1](exact) if private else exact
         del exact
@@ -402,12 +433,8 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
         candidates = []  # (validation accuracy, head, inputs, prior, model); everything below is post-processing
         for head in heads:
             prior = None
-            if head == "stacked":  # the previous stage refitted on its own nodes without each fold
-                prev = inputs[-1]
-                prev_nodes, prev_stop = (base, val) if k == 1 else (fit_nodes, check_nodes)
-                prior = out_of_fold_log_probs(lambda mask, f: fit(prev, 100 * k + 10 + f, mask, prev_stop), prev,
-                                              stages[-1], prev_nodes, folds=config.folds,
-                                              seed=None if seed is None else seed + k)
+            if head == "stacked":
+                prior = previous_out_of_fold() if out_of_fold is None else out_of_fold
             z = torch.cat([x if head == "features" else prior] + releases, dim=-1)
             model = fit(z, k + 1000 * _HEADS.index(head), fit_nodes, check_nodes)  # seeds independent of the other head
             candidates.append((accuracy(model, z, y, check_nodes), head, z, prior, model))

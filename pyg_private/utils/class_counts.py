@@ -22,6 +22,15 @@ row :math:`v \in S` is zero. The edge :math:`\{u, v\}` then moves rows :math:`u`
 :math:`2\mathbf{r}_u` when only :math:`u` is, and nothing when both are: the :math:`\ell_1` sensitivity
 is 2 again. A source's label reaches its neighbours with half the relative noise, at the price of
 no counts of its own.
+
+**Claims.** More generally, each node :math:`v` can hold a public *claim* :math:`c_v \ge 0` (computed
+without the graph), and the edge :math:`\{u, v\}` splits its budget of 2 between its ends in proportion
+to their claims: row :math:`v` is :math:`\sum_{u \sim v} \alpha_{vu} \mathbf{r}_u` with
+:math:`\alpha_{vu} = 2 c_v / (c_u + c_v)` (0 when both claims are 0). The edge then moves row
+:math:`u` by :math:`\alpha_{uv}\mathbf{r}_v` and row :math:`v` by :math:`\alpha_{vu}\mathbf{r}_u`, of
+:math:`\ell_1` norm at most :math:`\alpha_{uv} + \alpha_{vu} = 2`: the sensitivity is 2 for any
+claims. Equal claims give the plain query; claims of 0 on the sources and 1 elsewhere give the
+sources' query above. A node with no claim gets a zero row.
 """
 from __future__ import annotations
 
@@ -54,11 +63,13 @@ def check_class_rows(rows: Tensor) -> Tensor:
 
 
 def neighbour_class_counts(rows: Tensor, edge_index: Tensor, num_nodes: int, *,
-                           sources: Optional[Tensor] = None) -> Tensor:
+                           sources: Optional[Tensor] = None, claims: Optional[Tensor] = None) -> Tensor:
     r"""The noise-free :math:`\mathbf{A}\mathbf{R}`, float64 ``[N, C]``: row :math:`v` sums the rows of
     the nodes :math:`u` of the entries :math:`(u, v)` of ``edge_index`` (an undirected simple graph
     lists each edge in both directions, so every neighbour counts once). With ``sources`` (a boolean
-    ``[N]`` mask), a source's row counts twice and the sources' own rows are zero (see the module)."""
+    ``[N]`` mask), a source's row counts twice and the sources' own rows are zero; with ``claims`` (a
+    finite non-negative ``[N]`` vector), each edge is split between its ends in proportion to their
+    claims (see the module; the sources' claims are then taken as 0)."""
     r = check_class_rows(rows)
     if r.size(0) != num_nodes:
         raise ValueError(f"class rows must have one row per node ({num_nodes}); got {r.size(0)}")
@@ -66,6 +77,20 @@ def neighbour_class_counts(rows: Tensor, edge_index: Tensor, num_nodes: int, *,
         if not isinstance(sources, Tensor) or sources.dtype != torch.bool or sources.shape != (num_nodes,):
             raise ValueError(f"`sources` must be a boolean mask of {num_nodes} nodes")
         sources = sources.to(r.device)
+    if claims is not None:
+        if not isinstance(claims, Tensor) or not claims.is_floating_point() or claims.shape != (num_nodes,):
+            raise ValueError(f"`claims` must be a floating-point vector of {num_nodes} nodes")
+        c = claims.detach().to(device=r.device, dtype=torch.float64)
+        if not torch.isfinite(c).all() or bool((c < 0).any()):
+            raise ValueError("`claims` must be finite and non-negative")
+        if sources is not None:
+            c = torch.where(sources, torch.zeros_like(c), c)
+        src, dst = edge_index[0], edge_index[1]
+        total = c[src] + c[dst]
+        share = torch.where(total > 0, 2.0 * c[dst] / torch.where(total > 0, total, torch.ones_like(total)),
+                            torch.zeros_like(total))
+        return scatter(share[:, None] * r[src], dst, dim=0, dim_size=num_nodes, reduce="sum")
+    if sources is not None:
         r = torch.where(sources[:, None], 2.0 * r, r)
     counts = scatter(r[edge_index[0]], edge_index[1], dim=0, dim_size=num_nodes, reduce="sum")
     if sources is not None:

@@ -103,6 +103,51 @@ def test_class_counts_with_sources_move_by_at_most_l1_two_when_any_edge_of_any_g
         assert worst == CLASS_COUNTS_EDGE_L1_SENSITIVITY
 
 
+@pytest.mark.parametrize("kind", ["onehot", "soft", "mixed"])
+def test_class_counts_with_claims_move_by_at_most_l1_two_when_any_edge_of_any_graph_on_five_nodes_changes(kind):
+    """Claims split each edge's budget: node 0 claims nothing, node 3 is a source (its claim of 0.7 is dropped), the
+    others claim unequal amounts. Every graph on 5 nodes and every pair: row u moves by exactly
+    2 c_u / (c_u + c_v) r_v and row v by 2 c_v / (c_u + c_v) r_u (nothing when both claims are 0), so by l1 <= 2,
+    attained for one-hot rows; the rows of the nodes without a claim stay zero. Equal claims give the plain query
+    and 0/1 claims the sources' query."""
+    n, classes = 5, 3
+    claims = torch.tensor([0.0, 0.35, 1e-4, 0.7, 0.02], dtype=torch.float64)
+    sources = torch.tensor([False, False, False, True, False])
+    c = torch.where(sources, torch.zeros_like(claims), claims)
+    pairs = list(itertools.combinations(range(n), 2))
+    rows = _rows(kind, n, classes, torch.Generator().manual_seed(3))
+    norm = rows.sum(-1)
+    worst = 0.0
+    for mask in range(1 << len(pairs)):
+        edges = [p for k, p in enumerate(pairs) if mask >> k & 1]
+        e = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
+        full = torch.cat([e, e.flip(0)], 1)
+        base = neighbour_class_counts(rows, full, n, sources=sources, claims=claims)
+        assert not base[c == 0].any()
+        assert torch.equal(neighbour_class_counts(rows, full, n, claims=torch.full((n,), 0.3, dtype=torch.float64)),
+                           neighbour_class_counts(rows, full, n))
+        assert torch.equal(neighbour_class_counts(rows, full, n, claims=(~sources).double()),
+                           neighbour_class_counts(rows, full, n, sources=sources))
+        for k, (u, v) in enumerate(pairs):
+            other = [p for j, p in enumerate(pairs) if (mask ^ (1 << k)) >> j & 1]
+            f = torch.tensor(other, dtype=torch.long).t().reshape(2, -1)
+            delta = neighbour_class_counts(rows, torch.cat([f, f.flip(0)], 1), n, sources=sources, claims=claims) \
+                - base
+            total = (c[u] + c[v]).item()
+            au, av = (2 * c[u].item() / total, 2 * c[v].item() / total) if total > 0 else (0.0, 0.0)
+            sign = -1.0 if mask >> k & 1 else 1.0
+            assert torch.allclose(delta[u], sign * au * rows[v], atol=1e-12)
+            assert torch.allclose(delta[v], sign * av * rows[u], atol=1e-12)
+            others = [w for w in range(n) if w not in (u, v)]
+            assert not delta[others].any()
+            moved = delta.abs().sum().item()
+            assert moved == pytest.approx(au * norm[v].item() + av * norm[u].item(), abs=1e-12)
+            worst = max(worst, moved)
+    assert worst <= CLASS_COUNTS_EDGE_L1_SENSITIVITY + 1e-12
+    if kind == "onehot":
+        assert worst == pytest.approx(CLASS_COUNTS_EDGE_L1_SENSITIVITY, abs=1e-12)
+
+
 def test_class_rows_outside_the_premise_are_refused():
     for bad in (torch.tensor([[0.7, 0.6]]), torch.tensor([[-0.1, 0.5]]), torch.tensor([[math.nan, 0.0]]),
                 torch.tensor([[1, 0]]), torch.ones(3)):
@@ -115,6 +160,11 @@ def test_class_rows_outside_the_premise_are_refused():
     for bad in (torch.tensor([1, 0, 0]), torch.tensor([True, False]), [True, False, True]):
         with pytest.raises(ValueError, match="boolean mask"):
             neighbour_class_counts(torch.eye(3), torch.tensor([[0, 1], [1, 0]]), 3, sources=bad)
+    for bad, message in ((torch.tensor([1, 0, 0]), "floating-point"), (torch.ones(2), "floating-point"),
+                         (torch.tensor([0.5, -0.1, 0.2]), "non-negative"), (torch.tensor([0.5, math.inf, 0.2]),
+                                                                            "non-negative")):
+        with pytest.raises(ValueError, match=message):
+            neighbour_class_counts(torch.eye(3), torch.tensor([[0, 1], [1, 0]]), 3, claims=bad)
 
 
 # ----------------------------------------------------------------------------- accounting
@@ -236,7 +286,7 @@ def test_bad_input_is_refused_before_any_charge():
 @pytest.mark.parametrize("bad", [{"K": 0}, {"K": 6}, {"K": True}, {"K": 1.5}, {"rows": "labels"}, {"row_labels": "val"},
                                  {"head": "mlp"}, {"folds": 1}, {"folds": 2.0}, {"dropout": 1.0},
                                  {"dropout": True}, {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
-                                 {"select_stage": "yes"}, {"sources": 1}, {"reader_share": 0.0},
+                                 {"select_stage": "yes"}, {"sources": 1}, {"reader_share": 0.0}, {"edge_split": "need"},
                                  {"reader_share": 1.5}, {"reader_share": True}])
 def test_bad_configurations_are_refused(bad):
     with pytest.raises((ValueError, TypeError)):
@@ -386,6 +436,45 @@ def test_sources_release_once_before_noise_count_the_sources_twice_and_select_on
     assert exact.stage_val_accuracy[0] == pytest.approx((pred0[check_nodes] == data.y[check_nodes]).float().mean())
 
 
+@pytest.mark.parametrize("sources", [False, True])
+def test_uncertainty_split_releases_once_before_noise_with_claims_from_the_out_of_fold_scores(monkeypatch, sources):
+    """``edge_split="uncertainty"``: one event before the noise; without noise the counts are the query whose claims
+    are 1 - max p of the previous stage's out-of-fold scores (the ones the stacked head reads, fitted before the
+    release), at least 1e-4, zero on the sources; the out-of-fold refits run once per stage, not twice."""
+    data = _graph(n=150)
+    config = LPGNetConfig(edge_split="uncertainty", head="stacked", sources=sources, **FAST)
+    acct = PrivacyAccountant()
+    log = _spy(monkeypatch, acct)
+    run_lpgnet(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    assert log == [("event", "lpgnet_counts_1"), ("noise", None)] and len(acct) == 1
+    calls = []
+    fit_mlp = lpgnet_module.fit_edge_free_mlp
+
+    def counting_fit(*args, **kwargs):
+        calls.append(1)
+        return fit_mlp(*args, **kwargs)
+
+    monkeypatch.setattr(lpgnet_module, "fit_edge_free_mlp", counting_fit)
+    exact = run_lpgnet(data, config, epsilon=math.inf, delta=1e-3, seed=0)
+    assert len(calls) == 1 + 5 + 1  # stage 0, 5 out-of-fold refits shared by the claims and the head, the head
+    prior = exact.model.priors[1]
+    claims = (1.0 - prior.double().exp().amax(-1)).clamp(min=1e-4)
+    assert bool((claims > 1e-4).any()) and bool((claims < claims.max()).any())  # unequal claims: a real split
+    with torch.no_grad():
+        prob = exact.model.stages[0](data.x).double().softmax(-1)
+    known = data.train_mask | data.val_mask
+    prob[known] = F.one_hot(data.y[known], 3).double()
+    mask = None
+    if sources:
+        fit_nodes, check_nodes = lpgnet_module._readers(config, data.train_mask, 0)
+        mask = data.val_mask | (data.train_mask & ~fit_nodes & ~check_nodes)
+    reference = neighbour_class_counts(prob, data.edge_index, data.num_nodes, sources=mask, claims=claims).float()
+    assert torch.allclose(exact.model.counts[0], reference, atol=1e-5)
+    even = neighbour_class_counts(prob, data.edge_index, data.num_nodes, sources=mask).float()
+    assert not torch.allclose(exact.model.counts[0], even, atol=1e-3)
+    assert float(exact.model.counts[0].sum()) == pytest.approx(float(even.sum()), rel=0.5)  # the same budget, moved
+
+
 def test_sources_with_too_few_readers_are_refused_before_any_charge():
     data = _graph()
     acct = PrivacyAccountant()
@@ -395,4 +484,7 @@ def test_sources_with_too_few_readers_are_refused_before_any_charge():
     with pytest.raises(ValueError, match="training nodes that fit the stages"):
         run_lpgnet(data, LPGNetConfig(sources=True, reader_share=0.1, head="stacked", **FAST), epsilon=1.0,
                    delta=1e-3, accountant=acct)
+    with pytest.raises(ValueError, match="edge_split='uncertainty' need at least folds=5"):
+        run_lpgnet(data, LPGNetConfig(sources=True, reader_share=0.1, head="features", edge_split="uncertainty",
+                                      **FAST), epsilon=1.0, delta=1e-3, accountant=acct)
     assert len(acct) == 0
