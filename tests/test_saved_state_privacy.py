@@ -537,7 +537,7 @@ def lpgnet_edge() -> Case:
     from pyg_private.utils.class_counts import neighbour_class_counts
     refs = []
     for rows in ("soft", "predicted"):
-        config = models.LPGNetConfig(K=2, hidden=4, epochs=3, rows=rows, folds=2)
+        config = models.LPGNetConfig(K=2, hidden=4, epochs=3, rows=rows, folds=2, edge_split="even")
         result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
         for k, stage in enumerate(result.model.stages[:-1]):
             with torch.no_grad():
@@ -550,7 +550,7 @@ def lpgnet_edge() -> Case:
         else:
             saved["predicted"] = result
     # sources: the validation nodes count twice and get no counts of their own (all 4 training nodes read)
-    config = models.LPGNetConfig(hidden=4, epochs=3, head="features", sources=True, reader_share=1.0)
+    config = models.LPGNetConfig(hidden=4, epochs=3, head="features", sources=True, reader_share=1.0, edge_split="even")
     result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
     fit_nodes, check_nodes = models.lpgnet._readers(config, TRAIN, 0)
     with torch.no_grad():

@@ -12,8 +12,11 @@ through **class counts**: for every node, how many of its neighbours belong to e
   one-hot label if its label is known (``row_labels``: the training nodes, and by default the
   validation nodes too), otherwise stage :math:`k-1`'s class probabilities (``"soft"``) or one-hot
   prediction (``"predicted"``); the release is
-  :math:`\tilde{\mathbf{C}}_k = \mathbf{A}\mathbf{R}_k + \mathbf{Z}_k`, :math:`\mathbf{Z}_k` i.i.d.
-  :math:`\mathrm{Lap}(b)` (:class:`~pyg_private.mechanisms.LaplaceMechanism`, safe sampler);
+  :math:`\tilde{\mathbf{C}}_k = \mathbf{W}_k\mathbf{R}_k + \mathbf{Z}_k`, :math:`\mathbf{Z}_k` i.i.d.
+  :math:`\mathrm{Lap}(b)` (:class:`~pyg_private.mechanisms.LaplaceMechanism`, safe sampler), where
+  :math:`\mathbf{W}_k` is the adjacency matrix :math:`\mathbf{A}` whose entry :math:`(v, u)` for each
+  edge is the share of its budget that goes to :math:`v` (1 with ``edge_split="even"``, the paper's
+  :math:`\mathbf{A}\mathbf{R}_k`; see "Uncertainty split" below);
 * stage :math:`k` is an MLP (the same as stage 0) on the releases so far,
   :math:`\mathbf{F}_k = [\tilde{\mathbf{C}}_1 \,\|\, \mathbf{P}_1 \,\|\, \cdots \,\|\,
   \tilde{\mathbf{C}}_k \,\|\, \mathbf{P}_k]`, where :math:`\mathbf{P}_k` is
@@ -51,8 +54,9 @@ deviation :math:`2\sqrt 2 = 2.8` per count, the Gaussian of the same budget (:ma
 **Defaults** (:class:`LPGNetConfig`): one stage (``K = 1``; the paper tunes the number of stages),
 the known labels of the training and validation nodes as their rows (public at edge level; the paper
 uses the predictions everywhere) and the previous stage's class probabilities elsewhere (the paper:
-its one-hot predictions), both heads with 5 folds, and the edge-free MLP's settings for every stage.
-Each choice was measured across the offline graphs before it became the default
+its one-hot predictions), both heads with 5 folds, each edge's budget split by the ends' uncertainty
+(``edge_split="uncertainty"``; the paper splits it evenly), and the edge-free MLP's settings for every
+stage. Each choice was measured across the offline graphs before it became the default
 (``benchmarks/recipes_across_datasets.py --sweep``).
 
 **Sources** (``sources=True``, off by default). An edge between two counted nodes moves two
@@ -62,11 +66,13 @@ instead: they get no counts of their own and are counted twice, the same sensiti
 signal twice as strong at the nodes that read it. The stages are then fitted, stopped and selected on
 the training nodes that keep their counts (the readers).
 
-**Uncertainty split** (``edge_split="uncertainty"``, off by default). The same idea with a
+**Uncertainty split** (``edge_split="uncertainty"``, the default). The same idea with a
 continuous claim: each edge's budget is split between its ends in proportion to their uncertainty
 under the previous stage, :math:`1 - \max_c p_c` (out of fold on the training nodes; public at edge
 level), so a node the features already classify gives most of each edge to its less certain
-neighbours; the sensitivity is still 2 for any public claims. It combines with ``sources``.
+neighbours; the sensitivity is still 2 for any public claims. It combines with ``sources``. With
+fewer than ``folds`` training nodes to score out of fold, the split is even (as ``head="both"`` then
+keeps the features head only).
 
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 """
@@ -127,7 +133,9 @@ class LPGNetConfig:
             :math:`1 - \max_c p_c` (at least ``1e-4``; out of fold on the nodes that stage was fitted
             on, so the readers' claims are distributed like the test nodes'; 0 for the sources): a
             node the features already classify gives most of each edge to its less certain
-            neighbours. The l1 sensitivity stays 2 (see :mod:`~pyg_private.utils.class_counts`).
+            neighbours (the default). The l1 sensitivity stays 2 (see
+            :mod:`~pyg_private.utils.class_counts`). With fewer than ``folds`` training nodes that fit
+            the stages, the split is even.
         hidden, dropout, lr, weight_decay, epochs: every stage's MLP (a 2-layer PyG ``MLP``, full-batch
             Adam, the epoch of best validation accuracy kept); the defaults are the edge-free MLP's.
         select_stage: predict with the stage of best validation accuracy (stage 0, the edge-free MLP,
@@ -141,7 +149,7 @@ class LPGNetConfig:
     folds: int = 5
     sources: bool = False
     reader_share: float = 0.5
-    edge_split: Literal["even", "uncertainty"] = "even"
+    edge_split: Literal["even", "uncertainty"] = "uncertainty"
     hidden: int = EDGE_FREE_MLP["hidden"]
     dropout: float = EDGE_FREE_MLP["dropout"]
     lr: float = EDGE_FREE_MLP["lr"]
@@ -385,12 +393,10 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     sources = val | (train & ~fit_nodes & ~check_nodes) if config.sources else None
     base = train & ~check_nodes if config.sources else train
     folds_possible = int(fit_nodes.sum()) >= config.folds
-    out_of_fold_users = [name for name, used in (("head='stacked'", config.head == "stacked"),
-                                                 ("edge_split='uncertainty'", config.edge_split == "uncertainty"))
-                         if used]
-    if out_of_fold_users and not folds_possible:
-        raise ValueError(f"{' and '.join(out_of_fold_users)} need at least folds={config.folds} training nodes that fit "
-                         f"the stages; got {int(fit_nodes.sum())}")
+    if config.head == "stacked" and not folds_possible:
+        raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes that fit the stages; "
+                         f"got {int(fit_nodes.sum())}")
+    by_uncertainty = config.edge_split == "uncertainty" and folds_possible  # else an even split
     scale = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=config.K) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
@@ -421,7 +427,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
                                          seed=None if seed is None else seed + k)
 
         out_of_fold, claims = None, None
-        if config.edge_split == "uncertainty":  # public: features, labels and earlier releases only
+        if by_uncertainty:  # public: features, labels and earlier releases only
             out_of_fold = previous_out_of_fold()
             claims = (1.0 - out_of_fold.double().exp().amax(dim=-1)).clamp(min=1e-4)
         exact = neighbour_class_counts(rows, ei, n, sources=sources, claims=claims)
