@@ -56,7 +56,7 @@ from recipes_across_datasets import DATASETS, split  # noqa: E402
 
 from pyg_private.models import lpgnet_noise_scale, out_of_fold_log_probs  # noqa: E402
 from pyg_private.models.edge_free_mlp import fit_edge_free_mlp  # noqa: E402
-from pyg_private.models.lpgnet import count_features  # noqa: E402
+from pyg_private.models.lpgnet import count_features, uncertainty_claims  # noqa: E402
 from pyg_private.models.recipe_inputs import clean_graph  # noqa: E402
 from pyg_private.utils import simple_undirected  # noqa: E402
 from pyg_private.utils.class_counts import neighbour_class_counts  # noqa: E402
@@ -128,7 +128,7 @@ def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
     stop_nodes[order[:k // 5]], fit_nodes[order[k // 5:k]] = True, True
     sources = va | (tr & ~stop_nodes & ~fit_nodes)
     weighted = neighbour_class_counts(rows, edge_index, n, sources=sources)  # as LPGNetConfig(sources=True)
-    claims = (1.0 - logp.double().exp().amax(dim=-1)).clamp(min=1e-4)  # as LPGNetConfig(edge_split="uncertainty")
+    claims = uncertainty_claims(logp)  # as LPGNetConfig(edge_split="uncertainty")
     by_need = neighbour_class_counts(rows, edge_index, n, claims=claims)
     both = neighbour_class_counts(rows, edge_index, n, sources=sources, claims=claims)
 

@@ -306,6 +306,13 @@ def count_features(counts: Tensor) -> Tensor:
     return torch.cat([c, pos / pos.sum(dim=-1, keepdim=True).clamp(min=1.0)], dim=-1)
 
 
+def uncertainty_claims(log_probs: Tensor) -> Tensor:
+    """Every node's claim on its edges' budget under ``edge_split="uncertainty"``: ``1 - max p`` of its
+    class probabilities (given as log-probabilities), at least ``1e-4``, float64 ``[N]``. Public when the
+    scores are (features, labels and earlier releases only)."""
+    return (1.0 - log_probs.double().exp().amax(dim=-1)).clamp(min=1e-4)
+
+
 def _class_rows(config: LPGNetConfig, stage: nn.Module, inputs: Tensor, y: Tensor, labelled: Tensor,
                 num_classes: int) -> Tensor:
     """Every node's class row: its one-hot label on the ``labelled`` nodes, the previous stage's
@@ -429,7 +436,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
         out_of_fold, claims = None, None
         if by_uncertainty:  # public: features, labels and earlier releases only
             out_of_fold = previous_out_of_fold()
-            claims = (1.0 - out_of_fold.double().exp().amax(dim=-1)).clamp(min=1e-4)
+            claims = uncertainty_claims(out_of_fold)
         exact = neighbour_class_counts(rows, ei, n, sources=sources, claims=claims)
         # one Laplace release of l1 sensitivity 2, charged before its noise
         released = mechanisms[k - 1](exact) if private else exact

@@ -48,22 +48,31 @@ def _rows(kind, n, classes, gen):
 # ----------------------------------------------------------------------------- the query's sensitivity
 
 
+def _every_graph_and_flip(n):
+    """Every graph on ``n`` nodes (each edge listed in both directions) with, for each pair ``(u, v)``, whether
+    the edge is in it and the graph with that edge flipped (added or removed)."""
+    pairs = list(itertools.combinations(range(n), 2))
+
+    def both_ways(mask):
+        e = torch.tensor([p for j, p in enumerate(pairs) if mask >> j & 1], dtype=torch.long).t().reshape(2, -1)
+        return torch.cat([e, e.flip(0)], 1)
+
+    for mask in range(1 << len(pairs)):
+        yield both_ways(mask), [(u, v, bool(mask >> k & 1), both_ways(mask ^ (1 << k)))
+                                for k, (u, v) in enumerate(pairs)]
+
+
 @pytest.mark.parametrize("kind", ["onehot", "soft", "mixed"])
 def test_class_counts_move_by_at_most_l1_two_when_any_edge_of_any_graph_on_five_nodes_changes(kind):
     """Every graph on 5 nodes (1,024) and every pair added or removed: the counts move by l1 <= 2, and by exactly 2
     for one-hot rows (the bound is attained)."""
     n, classes = 5, 3
-    pairs = list(itertools.combinations(range(n), 2))
     rows = _rows(kind, n, classes, torch.Generator().manual_seed(1))
     worst = 0.0
-    for mask in range(1 << len(pairs)):
-        edges = [p for k, p in enumerate(pairs) if mask >> k & 1]
-        e = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
-        base = neighbour_class_counts(rows, torch.cat([e, e.flip(0)], 1), n)
-        for k, (u, v) in enumerate(pairs):
-            other = [p for j, p in enumerate(pairs) if (mask ^ (1 << k)) >> j & 1]
-            f = torch.tensor(other, dtype=torch.long).t().reshape(2, -1)
-            moved = (neighbour_class_counts(rows, torch.cat([f, f.flip(0)], 1), n) - base).abs().sum().item()
+    for graph, flips in _every_graph_and_flip(n):
+        base = neighbour_class_counts(rows, graph, n)
+        for u, v, _, flipped in flips:
+            moved = (neighbour_class_counts(rows, flipped, n) - base).abs().sum().item()
             expected = rows[u].sum().item() + rows[v].sum().item()  # r_v into row u, r_u into row v
             assert moved == pytest.approx(expected, abs=1e-12)
             worst = max(worst, moved)
@@ -79,20 +88,14 @@ def test_class_counts_with_sources_move_by_at_most_l1_two_when_any_edge_of_any_g
     sources, so by l1 <= 2 (attained for one-hot rows); the sources' rows stay zero."""
     n, classes = 5, 3
     sources = torch.tensor([True, False, False, True, False])
-    pairs = list(itertools.combinations(range(n), 2))
     rows = _rows(kind, n, classes, torch.Generator().manual_seed(2))
     norm = rows.sum(-1)
     worst = 0.0
-    for mask in range(1 << len(pairs)):
-        edges = [p for k, p in enumerate(pairs) if mask >> k & 1]
-        e = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
-        base = neighbour_class_counts(rows, torch.cat([e, e.flip(0)], 1), n, sources=sources)
+    for graph, flips in _every_graph_and_flip(n):
+        base = neighbour_class_counts(rows, graph, n, sources=sources)
         assert not base[sources].any()
-        for k, (u, v) in enumerate(pairs):
-            other = [p for j, p in enumerate(pairs) if (mask ^ (1 << k)) >> j & 1]
-            f = torch.tensor(other, dtype=torch.long).t().reshape(2, -1)
-            moved = (neighbour_class_counts(rows, torch.cat([f, f.flip(0)], 1), n, sources=sources)
-                     - base).abs().sum().item()
+        for u, v, _, flipped in flips:
+            moved = (neighbour_class_counts(rows, flipped, n, sources=sources) - base).abs().sum().item()
             su, sv = bool(sources[u]), bool(sources[v])
             expected = 0.0 if su and sv else 2 * norm[u].item() if su else 2 * norm[v].item() if sv else \
                 norm[u].item() + norm[v].item()
@@ -114,28 +117,21 @@ def test_class_counts_with_claims_move_by_at_most_l1_two_when_any_edge_of_any_gr
     claims = torch.tensor([0.0, 0.35, 1e-4, 0.7, 0.02], dtype=torch.float64)
     sources = torch.tensor([False, False, False, True, False])
     c = torch.where(sources, torch.zeros_like(claims), claims)
-    pairs = list(itertools.combinations(range(n), 2))
     rows = _rows(kind, n, classes, torch.Generator().manual_seed(3))
     norm = rows.sum(-1)
     worst = 0.0
-    for mask in range(1 << len(pairs)):
-        edges = [p for k, p in enumerate(pairs) if mask >> k & 1]
-        e = torch.tensor(edges, dtype=torch.long).t().reshape(2, -1)
-        full = torch.cat([e, e.flip(0)], 1)
-        base = neighbour_class_counts(rows, full, n, sources=sources, claims=claims)
+    for graph, flips in _every_graph_and_flip(n):
+        base = neighbour_class_counts(rows, graph, n, sources=sources, claims=claims)
         assert not base[c == 0].any()
-        assert torch.equal(neighbour_class_counts(rows, full, n, claims=torch.full((n,), 0.3, dtype=torch.float64)),
-                           neighbour_class_counts(rows, full, n))
-        assert torch.equal(neighbour_class_counts(rows, full, n, claims=(~sources).double()),
-                           neighbour_class_counts(rows, full, n, sources=sources))
-        for k, (u, v) in enumerate(pairs):
-            other = [p for j, p in enumerate(pairs) if (mask ^ (1 << k)) >> j & 1]
-            f = torch.tensor(other, dtype=torch.long).t().reshape(2, -1)
-            delta = neighbour_class_counts(rows, torch.cat([f, f.flip(0)], 1), n, sources=sources, claims=claims) \
-                - base
+        assert torch.equal(neighbour_class_counts(rows, graph, n, claims=torch.full((n,), 0.3, dtype=torch.float64)),
+                           neighbour_class_counts(rows, graph, n))
+        assert torch.equal(neighbour_class_counts(rows, graph, n, claims=(~sources).double()),
+                           neighbour_class_counts(rows, graph, n, sources=sources))
+        for u, v, present, flipped in flips:
+            delta = neighbour_class_counts(rows, flipped, n, sources=sources, claims=claims) - base
             total = (c[u] + c[v]).item()
             au, av = (2 * c[u].item() / total, 2 * c[v].item() / total) if total > 0 else (0.0, 0.0)
-            sign = -1.0 if mask >> k & 1 else 1.0
+            sign = -1.0 if present else 1.0
             assert torch.allclose(delta[u], sign * au * rows[v], atol=1e-12)
             assert torch.allclose(delta[v], sign * av * rows[u], atol=1e-12)
             others = [w for w in range(n) if w not in (u, v)]
