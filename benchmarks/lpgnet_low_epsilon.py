@@ -15,8 +15,9 @@ seed and as means:
 * ``head``: the head's MLP settings (is the model or the release the limit?);
 * ``design``: the release itself. ``identity`` is LPGNet's (every class count). ``pairs`` releases
   per node the differences of its counts for the classes ranked 1 and 2, 3 and 4, ... by its
-  stage-0 probabilities (public at edge level). Each class still moves one coordinate by 1 per edge
-  end, so the l1 sensitivity stays 2 and the noise scale is the same, but a difference of two counts
+  stage-0 out-of-fold probabilities (public at edge level; ``LPGNetConfig(release="pairs")``). Each
+  class still moves one coordinate by 1 per edge end, so the l1 sensitivity stays 2 and the noise
+  scale is the same, but a difference of two counts
   carries half the noise variance that it has when computed from two noisy counts; the other
   contrasts and the degree are lost. ``sources`` spends each edge's budget on the end that needs it:
   the validation nodes and half of the training nodes become *sources*, which get no release and
@@ -25,7 +26,9 @@ seed and as means:
   other training nodes fit the head (80 %) and stop it early (20 %); the test nodes read it.
   ``uncertainty`` splits each edge's budget between its ends in proportion to their uncertainty
   under stage 0 (``1 - max p`` of the out-of-fold scores, as ``LPGNetConfig(edge_split="uncertainty")``;
-  the l1 sensitivity stays 2), and ``sources + uncertainty`` does both.
+  the l1 sensitivity stays 2), ``sources + uncertainty`` does both, and ``sources + uncertainty +
+  pairs`` releases the pair contrasts of the latter (``LPGNetConfig(sources=True,
+  release="pairs")``).
 
 A utility study, not a release: the noise comes from a seeded float inverse-CDF sampler and nothing
 leaves the process except accuracies. ``--quick`` runs Cora, one seed, under a minute on one thread.
@@ -56,10 +59,11 @@ from recipes_across_datasets import DATASETS, split  # noqa: E402
 
 from pyg_private.models import lpgnet_noise_scale, out_of_fold_log_probs  # noqa: E402
 from pyg_private.models.edge_free_mlp import fit_edge_free_mlp  # noqa: E402
-from pyg_private.models.lpgnet import count_features, uncertainty_claims  # noqa: E402
+from pyg_private.models.lpgnet import (class_order, count_features, pair_contrast_features,  # noqa: E402
+                                       uncertainty_claims)
 from pyg_private.models.recipe_inputs import clean_graph  # noqa: E402
 from pyg_private.utils import simple_undirected  # noqa: E402
-from pyg_private.utils.class_counts import neighbour_class_counts  # noqa: E402
+from pyg_private.utils.class_counts import neighbour_class_counts, ranked_pair_contrasts  # noqa: E402
 
 PARTS = ("epsilon", "degree", "head", "design")
 DEGREE_EDGES = (0, 2, 4, 7, 12, 20, 40, math.inf)
@@ -72,22 +76,6 @@ HEAD_SETTINGS = {"default": {}, "dropout 0": {"dropout": 0.0}, "hidden 256": {"h
 def laplace(shape: tuple, scale: float, gen: torch.Generator) -> torch.Tensor:
     u = torch.rand(shape, generator=gen, dtype=torch.float64) - 0.5
     return -scale * torch.sign(u) * torch.log1p(-2 * u.abs())
-
-
-def pair_contrasts(exact: torch.Tensor, prior: torch.Tensor, noise) -> torch.Tensor:
-    """The ``pairs`` design's release, post-processed into features: per node, the noisy differences
-    of the counts of its classes ranked (1, 2), (3, 4), ... (an odd last class: its count), scattered
-    back to class space (+t on the first class of a pair, -t on the second) next to the ranked values."""
-    n, C = exact.shape
-    rank = prior.argsort(dim=-1, descending=True)
-    ranked = exact.gather(1, rank)
-    m = C // 2
-    t = ranked[:, 0:2 * m:2] - ranked[:, 1:2 * m:2] + noise((n, m))
-    rf = torch.zeros(n, C, dtype=torch.float64)
-    rf[:, 0:2 * m:2], rf[:, 1:2 * m:2] = t, -t
-    if C % 2:
-        rf[:, -1] = ranked[:, -1] + noise((n,))
-    return torch.cat([torch.zeros_like(rf).scatter(1, rank, rf), rf], dim=-1)
 
 
 def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
@@ -132,6 +120,12 @@ def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
     by_need = neighbour_class_counts(rows, edge_index, n, claims=claims)
     both = neighbour_class_counts(rows, edge_index, n, sources=sources, claims=claims)
 
+    ranks = class_order(logp)  # as LPGNetConfig(release="pairs")
+
+    def pairs(counts, noise):
+        contrasts = ranked_pair_contrasts(counts, ranks)
+        return pair_contrast_features(contrasts + noise(contrasts.shape), ranks)
+
     def head(features, mask=tr, val=va, **kw):
         inputs = torch.cat([logp, features], dim=-1)
         model = fit(inputs, mask, seed + 1, val=val, **kw)
@@ -158,12 +152,14 @@ def study(name: str, seed: int, epsilons: list, parts: set, emit) -> None:
                 if kw:
                     emit(name, seed, eps, "head", label, test_acc(head(count_features(noisy), **kw)))
         if "design" in parts and C >= 2:
-            emit(name, seed, eps, "design", "pairs", test_acc(head(pair_contrasts(exact, logp, noise))))
+            emit(name, seed, eps, "design", "pairs", test_acc(head(pairs(exact, noise))))
             pred = head(count_features(weighted + noise(exact.shape)), mask=fit_nodes, val=stop_nodes)
             emit(name, seed, eps, "design", "sources", test_acc(pred))
             emit(name, seed, eps, "design", "uncertainty", test_acc(head(count_features(by_need + noise(exact.shape)))))
             pred = head(count_features(both + noise(exact.shape)), mask=fit_nodes, val=stop_nodes)
             emit(name, seed, eps, "design", "sources + uncertainty", test_acc(pred))
+            pred = head(pairs(both, noise), mask=fit_nodes, val=stop_nodes)
+            emit(name, seed, eps, "design", "sources + uncertainty + pairs", test_acc(pred))
 
 
 def main(argv=None) -> None:

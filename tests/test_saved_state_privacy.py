@@ -534,7 +534,7 @@ def lpgnet_edge() -> Case:
     """The released counts may be saved; the exact counts of every release (the known labels and the
     previous stage's probabilities, the default rows, or predictions, summed over the private graph)
     may not. Two folds, so that the stacked head (its out-of-fold scores are stored) is a candidate."""
-    from pyg_private.utils.class_counts import neighbour_class_counts
+    from pyg_private.utils.class_counts import neighbour_class_counts, ranked_pair_contrasts
     refs = []
     for rows in ("soft", "predicted"):
         config = models.LPGNetConfig(K=2, hidden=4, epochs=3, rows=rows, folds=2, edge_split="even")
@@ -558,15 +558,21 @@ def lpgnet_edge() -> Case:
     r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
     refs.append(neighbour_class_counts(r, EDGE_INDEX, N, sources=VAL | (TRAIN & ~fit_nodes & ~check_nodes)))
     saved["sources"] = result
-    # the uncertainty split: each edge's budget split by the stage-0 out-of-fold uncertainty (stored as the prior)
-    config = models.LPGNetConfig(hidden=4, epochs=3, head="stacked", folds=2, edge_split="uncertainty")
-    result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
-    with torch.no_grad():
-        r = result.model.stages[0].eval()(X.float()).double().softmax(-1)
-    r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
-    claims = (1.0 - result.model.priors[1].double().exp().amax(-1)).clamp(min=1e-4)
-    refs.append(neighbour_class_counts(r, EDGE_INDEX, N, claims=claims))
-    saved["uncertainty"] = result
+    # the uncertainty split: each edge's budget split by the stage-0 out-of-fold uncertainty (stored as the prior),
+    # releasing the class counts or their pair contrasts ranked by the same scores (the ranking is stored too)
+    for release in ("counts", "pairs"):
+        config = models.LPGNetConfig(hidden=4, epochs=3, head="stacked", folds=2, edge_split="uncertainty",
+                                     release=release)
+        result = models.run_lpgnet(private_data(), config, epsilon=1.0, delta=1e-3, seed=0)
+        with torch.no_grad():
+            r = result.model.stages[0].eval()(X.float()).double().softmax(-1)
+        r[TRAIN | VAL] = F.one_hot(Y[TRAIN | VAL], 2).double()
+        claims = (1.0 - result.model.priors[1].double().exp().amax(-1)).clamp(min=1e-4)
+        counts = neighbour_class_counts(r, EDGE_INDEX, N, claims=claims)
+        refs.append(counts)
+        if release == "pairs":
+            refs.append(ranked_pair_contrasts(counts, result.model.orders[0]))
+        saved["uncertainty" if release == "counts" else "pairs"] = result
     return Case(saved, refs)
 
 

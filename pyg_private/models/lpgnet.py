@@ -74,6 +74,17 @@ neighbours; the sensitivity is still 2 for any public claims. It combines with `
 fewer than ``folds`` training nodes to score out of fold, the split is even (as ``head="both"`` then
 keeps the features head only).
 
+**Pair contrasts** (``release="pairs"``, off by default). With ``C`` counts per node, the difference
+of the counts of a node's two likeliest classes, which decides between them, carries the noise of
+two Laplace draws. Each node can instead receive :math:`\lceil C/2 \rceil` numbers: the count of its
+most likely class under the previous stage (out of fold, as the claims) minus that of its second,
+the 3rd minus the 4th, and so on (:func:`~pyg_private.utils.class_counts.ranked_pair_contrasts`). Each
+class enters one number with coefficient :math:`\pm 1`, so the sensitivity and the noise scale stay
+the same and the deciding difference carries half the noise variance; the counts' total and the
+comparisons across pairs are lost. It pays at small epsilon when the previous stage ranks the true
+class among its first two (Facebook Page-Page at epsilon 1), and costs where it does not (many
+classes, a weak edge-free stage) or where the noise is small.
+
 ``epsilon = inf`` runs the same pipeline without noise (the non-private reference).
 """
 from __future__ import annotations
@@ -93,7 +104,7 @@ from ..accounting.validation import check_delta, check_epsilon, check_positive_i
 from ..mechanisms.laplace import LaplaceMechanism
 from ..nn._call_checks import reject_sampled_batch
 from ..utils import simple_undirected
-from ..utils.class_counts import CLASS_COUNTS_EDGE_L1_SENSITIVITY, neighbour_class_counts
+from ..utils.class_counts import CLASS_COUNTS_EDGE_L1_SENSITIVITY, neighbour_class_counts, ranked_pair_contrasts
 from .edge_free_mlp import EDGE_FREE_MLP, fit_edge_free_mlp
 from .node_training import accuracy
 from .recipe_inputs import prepare_node_data, trains_with_autograd
@@ -136,6 +147,14 @@ class LPGNetConfig:
             neighbours (the default). The l1 sensitivity stays 2 (see
             :mod:`~pyg_private.utils.class_counts`). With fewer than ``folds`` training nodes that fit
             the stages, the split is even.
+        release: what each node receives. ``"counts"``: its ``C`` class counts (the paper).
+            ``"pairs"``: its :math:`\lceil C/2 \rceil` *ranked pair contrasts*, the count of its most
+            likely class under the previous stage minus that of its second, the 3rd minus the 4th, ...
+            (for odd ``C`` the last class's count; ranked by the out-of-fold scores like the claims):
+            the same l1 sensitivity of 2 (see :mod:`~pyg_private.utils.class_counts`), so the difference
+            that decides between a node's two likeliest classes carries half the noise variance, at the
+            price of the counts' total and of the comparisons across pairs. Meant for small epsilon;
+            with fewer than ``folds`` training nodes that fit the stages, the counts are released.
         hidden, dropout, lr, weight_decay, epochs: every stage's MLP (a 2-layer PyG ``MLP``, full-batch
             Adam, the epoch of best validation accuracy kept); the defaults are the edge-free MLP's.
         select_stage: predict with the stage of best validation accuracy (stage 0, the edge-free MLP,
@@ -150,6 +169,7 @@ class LPGNetConfig:
     sources: bool = False
     reader_share: float = 0.5
     edge_split: Literal["even", "uncertainty"] = "uncertainty"
+    release: Literal["counts", "pairs"] = "counts"
     hidden: int = EDGE_FREE_MLP["hidden"]
     dropout: float = EDGE_FREE_MLP["dropout"]
     lr: float = EDGE_FREE_MLP["lr"]
@@ -175,6 +195,8 @@ class LPGNetConfig:
             raise ValueError(f"`reader_share` must lie in (0, 1]; got {share!r}")
         if self.edge_split not in ("even", "uncertainty"):
             raise ValueError(f"`edge_split` must be 'even' or 'uncertainty'; got {self.edge_split!r}")
+        if self.release not in ("counts", "pairs"):
+            raise ValueError(f"`release` must be 'counts' or 'pairs'; got {self.release!r}")
         for name in ("hidden", "epochs"):
             check_positive_int(getattr(self, name), name)
         if isinstance(self.dropout, bool) or not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
@@ -237,23 +259,27 @@ class LPGNetModel:
 
     config: LPGNetConfig
     stages: list[nn.Module]
-    #: the released noisy counts, one ``[N, C]`` matrix per release (float32)
+    #: the releases, one float32 matrix each: noisy class counts ``[N, C]``, or noisy pair contrasts
+    #: ``[N, ceil(C / 2)]`` with ``config.release="pairs"`` (see ``orders``)
     counts: list[Tensor]
     stage: int
     #: what each stage reads next to the releases: ``"features"`` or ``"stacked"`` (stage 0: ``"features"``)
     heads: list[str] = field(default_factory=list)
     #: the out-of-fold log-probabilities a stacked stage reads (``None`` for the other stages)
     priors: list[Optional[Tensor]] = field(default_factory=list)
+    #: per release, the public class ranking of its pair contrasts (``[N, C]``; ``None``: class counts)
+    orders: list[Optional[Tensor]] = field(default_factory=list)
 
     def inputs(self, x: Tensor, stage: int) -> Tensor:
         """Stage ``stage``'s input: the features (or, for a stacked stage, the previous stage's
-        out-of-fold log-probabilities), then every earlier release's counts and shares."""
+        out-of-fold log-probabilities), then every earlier release's features (:func:`release_features`)."""
         if x.size(0) != (self.counts[0].size(0) if self.counts else x.size(0)):
             raise ValueError(f"an LPGNet model predicts on the {self.counts[0].size(0)} nodes of its training graph "
                              f"(its counts are a release about that graph); got {x.size(0)} rows")
         stacked = stage < len(self.heads) and self.heads[stage] == "stacked"
         first = self.priors[stage] if stacked else x.float()
-        return torch.cat([first] + [count_features(c) for c in self.counts[:stage]], dim=-1)
+        orders = getattr(self, "orders", None) or [None] * len(self.counts)  # models saved before the field
+        return torch.cat([first] + [release_features(c, o) for c, o in zip(self.counts[:stage], orders)], dim=-1)
 
     @torch.no_grad()
     def logits(self, x: Tensor, stage: Optional[int] = None) -> Tensor:
@@ -304,6 +330,31 @@ def count_features(counts: Tensor) -> Tensor:
     c = counts.float()
     pos = c.clamp(min=0.0)
     return torch.cat([c, pos / pos.sum(dim=-1, keepdim=True).clamp(min=1.0)], dim=-1)
+
+
+def pair_contrast_features(contrasts: Tensor, order: Tensor) -> Tensor:
+    """A release of ranked pair contrasts (:func:`~pyg_private.utils.class_counts.ranked_pair_contrasts`)
+    as ``2 C`` features: in class space (``+t`` on the first class of a pair, ``-t`` on the second, an
+    odd last class its count) and in rank space, the same values by rank. Post-processing."""
+    n, num_classes = order.shape
+    pairs = num_classes // 2
+    t = contrasts.float()
+    ranked = torch.zeros(n, num_classes, dtype=t.dtype, device=t.device)
+    ranked[:, 0:2 * pairs:2], ranked[:, 1:2 * pairs:2] = t[:, :pairs], -t[:, :pairs]
+    ranked[:, 2 * pairs:] = t[:, pairs:]
+    return torch.cat([torch.zeros_like(ranked).scatter(1, order.to(t.device), ranked), ranked], dim=-1)
+
+
+def release_features(released: Tensor, order: Optional[Tensor] = None) -> Tensor:
+    """What a stage reads of one release: :func:`count_features` of class counts, or
+    :func:`pair_contrast_features` when the release holds the pair contrasts of ``order``."""
+    return count_features(released) if order is None else pair_contrast_features(released, order)
+
+
+def class_order(log_probs: Tensor) -> Tensor:
+    """Every node's classes from the most to the least likely under ``log_probs`` (``[N, C]`` long;
+    ties by class index), the ranking of ``release="pairs"``; public when the scores are."""
+    return log_probs.double().sort(dim=-1, descending=True, stable=True).indices
 
 
 def uncertainty_claims(log_probs: Tensor) -> Tensor:
@@ -404,6 +455,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
         raise ValueError(f"head='stacked' needs at least folds={config.folds} training nodes that fit the stages; "
                          f"got {int(fit_nodes.sum())}")
     by_uncertainty = config.edge_split == "uncertainty" and folds_possible  # else an even split
+    by_pairs = config.release == "pairs" and folds_possible  # else the class counts
     scale = lpgnet_noise_scale(epsilon=epsilon, delta=delta, K=config.K) if private else 0.0
     acct = PrivacyAccountant() if accountant is None else accountant
     if private:
@@ -423,6 +475,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
     heads = (_HEADS if folds_possible else _HEADS[:1]) if config.head == "both" else (config.head,)
     stages, inputs, chosen_heads, priors = [fit(x, 0, base, val)], [x], ["features"], [None]
     counts: list[Tensor] = []
+    orders: list[Optional[Tensor]] = []
     for k in range(1, config.K + 1):
         rows = _class_rows(config, stages[-1], inputs[-1], y, labelled, num_classes)
         prev = inputs[-1]
@@ -433,16 +486,20 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
                                          stages[-1], prev_nodes, folds=config.folds,
                                          seed=None if seed is None else seed + k)
 
-        out_of_fold, claims = None, None
-        if by_uncertainty:  # public: features, labels and earlier releases only
+        out_of_fold, claims, order = None, None, None
+        if by_uncertainty or by_pairs:  # public: features, labels and earlier releases only
             out_of_fold = previous_out_of_fold()
-            claims = uncertainty_claims(out_of_fold)
+            claims = uncertainty_claims(out_of_fold) if by_uncertainty else None
+            order = class_order(out_of_fold) if by_pairs else None
         exact = neighbour_class_counts(rows, ei, n, sources=sources, claims=claims)
+        if order is not None:  # a per-node map that does not increase the l1 norm of a change
+            exact = ranked_pair_contrasts(exact, order)
         # one Laplace release of l1 sensitivity 2, charged before its noise
         released = mechanisms[k - 1](exact) if private else exact
         del exact
         counts.append(released.float())
-        releases = [count_features(c) for c in counts]
+        orders.append(order)
+        releases = [release_features(c, o) for c, o in zip(counts, orders)]
         candidates = []  # (validation accuracy, head, inputs, prior, model); everything below is post-processing
         for head in heads:
             prior = None
@@ -464,7 +521,7 @@ def run_lpgnet(data: Data, config: Optional[LPGNetConfig] = None, *, epsilon: fl
                         stage=chosen, stage_val_accuracy=vals, stage_test_accuracy=tests,
                         stage_heads=tuple(chosen_heads), noise_scale=scale, noise_std=math.sqrt(2.0) * scale,
                         accountant=acct, model=LPGNetModel(config, [s.eval() for s in stages], counts, chosen,
-                                                           chosen_heads, priors))
+                                                           chosen_heads, priors, orders))
 
 
 def _costliest_trial(grid: Sequence[LPGNetConfig], *, epsilon: float, delta: float) -> list[PrivacyEvent]:

@@ -31,6 +31,18 @@ to their claims: row :math:`v` is :math:`\sum_{u \sim v} \alpha_{vu} \mathbf{r}_
 :math:`\ell_1` norm at most :math:`\alpha_{uv} + \alpha_{vu} = 2`: the sensitivity is 2 for any
 claims. Equal claims give the plain query; claims of 0 on the sources and 1 elsewhere give the
 sources' query above. A node with no claim gets a zero row.
+
+**Pair contrasts.** A node can also receive fewer numbers than :math:`C`. For a public ranking
+:math:`\pi_v` of the classes at every node (computed without the graph), the ranked pair contrasts of
+row :math:`v` of the counts :math:`\mathbf{c}_v` are
+:math:`t_{vj} = c_{v,\pi_v(2j+1)} - c_{v,\pi_v(2j+2)}` for :math:`j < \lfloor C/2 \rfloor` (the
+1st minus the 2nd class, the 3rd minus the 4th, ...) and, for odd :math:`C`, the count of the last
+class. Each class enters exactly one contrast with coefficient :math:`\pm 1`, so the map
+:math:`\mathbf{c}_v \mapsto \mathbf{t}_v` does not increase the :math:`\ell_1` norm of a change:
+whatever moves the counts by at most 2 in :math:`\ell_1` moves the contrasts by at most 2. Laplace
+noise on the :math:`\lceil C/2 \rceil` contrasts then costs what it costs on the :math:`C` counts,
+and the difference of a node's two most likely classes, which decides between them, carries the
+noise of one Laplace draw instead of two.
 """
 from __future__ import annotations
 
@@ -40,7 +52,8 @@ import torch
 from torch import Tensor
 from torch_geometric.utils import scatter
 
-__all__ = ["neighbour_class_counts", "check_class_rows", "CLASS_COUNTS_EDGE_L1_SENSITIVITY"]
+__all__ = ["neighbour_class_counts", "ranked_pair_contrasts", "check_class_rows",
+           "CLASS_COUNTS_EDGE_L1_SENSITIVITY"]
 
 #: :math:`\ell_1` sensitivity of :math:`\mathbf{A}\mathbf{R}` to one undirected edge (rows of :math:`\ell_1`
 #: norm at most 1)
@@ -96,3 +109,25 @@ def neighbour_class_counts(rows: Tensor, edge_index: Tensor, num_nodes: int, *,
     if sources is not None:
         counts[sources] = 0.0
     return counts
+
+
+def ranked_pair_contrasts(counts: Tensor, order: Tensor) -> Tensor:
+    r"""The ranked pair contrasts of every row of ``counts`` (float64 ``[N, ceil(C / 2)]``): column
+    :math:`j < \lfloor C/2 \rfloor` is the count of the class ranked :math:`2j + 1` minus that of the class
+    ranked :math:`2j + 2` in ``order`` (a permutation of the ``C`` classes per row, most likely first),
+    and for odd ``C`` the last column is the count of the class ranked last. Every class enters one
+    column with coefficient :math:`\pm 1`, so a change of :math:`\ell_1` norm :math:`s` in the counts
+    changes the contrasts by at most :math:`s` (see the module). ``order`` must be public."""
+    if not isinstance(counts, Tensor) or counts.dim() != 2 or not counts.is_floating_point():
+        raise ValueError("`counts` must be a floating-point [N, C] matrix")
+    n, num_classes = counts.shape
+    if not isinstance(order, Tensor) or order.dtype != torch.long or order.shape != (n, num_classes):
+        raise ValueError(f"`order` must be an integer [N, C] = [{n}, {num_classes}] tensor of class ranks")
+    order = order.to(counts.device)
+    expected = torch.arange(num_classes, device=counts.device).expand(n, num_classes)
+    if not torch.equal(order.sort(dim=-1).values, expected):
+        raise ValueError("every row of `order` must be a permutation of the classes 0..C-1")
+    ranked = counts.detach().to(torch.float64).gather(1, order)
+    pairs = num_classes // 2
+    contrasts = ranked[:, 0:2 * pairs:2] - ranked[:, 1:2 * pairs:2]
+    return torch.cat([contrasts, ranked[:, 2 * pairs:]], dim=-1)

@@ -16,7 +16,7 @@ from pyg_private.models import LPGNetConfig, UnlabelledNodesWarning, lpgnet_nois
 from pyg_private.models import lpgnet as lpgnet_module
 from pyg_private.sampling.sampler import RoundedNoiseSampler
 from pyg_private.utils.class_counts import (CLASS_COUNTS_EDGE_L1_SENSITIVITY, check_class_rows,
-                                            neighbour_class_counts)
+                                            neighbour_class_counts, ranked_pair_contrasts)
 
 from test_progap import _graph as progap_graph
 
@@ -142,6 +142,50 @@ def test_class_counts_with_claims_move_by_at_most_l1_two_when_any_edge_of_any_gr
     assert worst <= CLASS_COUNTS_EDGE_L1_SENSITIVITY + 1e-12
     if kind == "onehot":
         assert worst == pytest.approx(CLASS_COUNTS_EDGE_L1_SENSITIVITY, abs=1e-12)
+
+
+@pytest.mark.parametrize("classes", [3, 4])
+@pytest.mark.parametrize("kind", ["onehot", "soft", "mixed"])
+def test_pair_contrasts_move_by_at_most_l1_two_when_any_edge_of_any_graph_on_five_nodes_changes(kind, classes):
+    """Ranked pair contrasts of the counts, with a different public ranking per node, plain and with claims (node 0
+    claims nothing, node 3 is a source): every graph on 5 nodes and every pair, the contrasts move by at most the
+    counts' l1 change (so by l1 <= 2), and by exactly 2 when the rows are one-hot and both ends claim equally; the
+    contrasts are the rank-space differences (and an odd last class's count)."""
+    n = 5
+    gen = torch.Generator().manual_seed(4 + classes)
+    rows = _rows(kind, n, classes, gen)
+    order = torch.stack([torch.randperm(classes, generator=gen) for _ in range(n)])
+    claims = torch.tensor([0.0, 0.35, 1e-4, 0.7, 0.02], dtype=torch.float64)
+    sources = torch.tensor([False, False, False, True, False])
+    worst = {"plain": 0.0, "claims": 0.0}
+    for graph, flips in _every_graph_and_flip(n):
+        for case, kw in (("plain", {}), ("claims", {"claims": claims, "sources": sources})):
+            counts = neighbour_class_counts(rows, graph, n, **kw)
+            base = ranked_pair_contrasts(counts, order)
+            ranked = counts.gather(1, order)
+            assert torch.equal(base[:, 0], ranked[:, 0] - ranked[:, 1])
+            assert torch.equal(base[:, -1], ranked[:, 2] if classes == 3 else ranked[:, 2] - ranked[:, 3])
+            for u, v, _, flipped in flips:
+                moved_counts = neighbour_class_counts(rows, flipped, n, **kw)
+                moved = (ranked_pair_contrasts(moved_counts, order) - base).abs().sum().item()
+                assert moved <= (moved_counts - counts).abs().sum().item() + 1e-12
+                worst[case] = max(worst[case], moved)
+    assert max(worst.values()) <= CLASS_COUNTS_EDGE_L1_SENSITIVITY + 1e-12
+    if kind == "onehot":
+        assert worst["plain"] == CLASS_COUNTS_EDGE_L1_SENSITIVITY
+
+
+def test_pair_contrasts_refuse_an_order_that_is_not_a_ranking():
+    counts = torch.rand(3, 4, dtype=torch.float64)
+    good = torch.arange(4).repeat(3, 1)
+    assert ranked_pair_contrasts(counts, good).shape == (3, 2)
+    for bad, message in ((good[:, :3], "class ranks"), (good.float(), "class ranks"),
+                         (torch.tensor([[0, 1, 2, 2]] * 3), "permutation"), (torch.tensor([[0, 1, 2, 4]] * 3),
+                                                                             "permutation")):
+        with pytest.raises(ValueError, match=message):
+            ranked_pair_contrasts(counts, bad)
+    with pytest.raises(ValueError, match="floating-point"):
+        ranked_pair_contrasts(torch.ones(3, 4, dtype=torch.long), good)
 
 
 def test_class_rows_outside_the_premise_are_refused():
@@ -284,6 +328,7 @@ def test_bad_input_is_refused_before_any_charge():
                                  {"head": "mlp"}, {"folds": 1}, {"folds": 2.0}, {"dropout": 1.0},
                                  {"dropout": True}, {"lr": 0.0}, {"weight_decay": -1.0}, {"hidden": 0}, {"epochs": 2.5},
                                  {"select_stage": "yes"}, {"sources": 1}, {"reader_share": 0.0}, {"edge_split": "need"},
+                                 {"release": "contrasts"}, {"release": None},
                                  {"reader_share": 1.5}, {"reader_share": True}])
 def test_bad_configurations_are_refused(bad):
     with pytest.raises((ValueError, TypeError)):
@@ -396,6 +441,10 @@ def test_too_few_training_nodes_for_the_folds():
     even = run_lpgnet(data, LPGNetConfig(edge_split="even", **FAST), epsilon=math.inf, delta=1e-3, seed=0)
     fallback = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=math.inf, delta=1e-3, seed=0)
     assert torch.equal(fallback.model.counts[0], even.model.counts[0])
+    # and release="pairs" releases the class counts, with no ranking
+    counts = run_lpgnet(data, LPGNetConfig(edge_split="even", release="pairs", **FAST), epsilon=math.inf, delta=1e-3,
+                        seed=0)
+    assert torch.equal(counts.model.counts[0], even.model.counts[0]) and counts.model.orders == [None]
 
 
 def test_sources_release_once_before_noise_count_the_sources_twice_and_select_on_held_out_readers(monkeypatch):
@@ -438,6 +487,32 @@ def test_sources_release_once_before_noise_count_the_sources_twice_and_select_on
     assert exact.stage_val_accuracy[0] == pytest.approx((pred0[check_nodes] == data.y[check_nodes]).float().mean())
 
 
+def _count_fits(monkeypatch):
+    """A list that gets one entry per MLP fit of run_lpgnet from now on."""
+    calls = []
+    fit_mlp = lpgnet_module.fit_edge_free_mlp
+
+    def counting_fit(*args, **kwargs):
+        calls.append(1)
+        return fit_mlp(*args, **kwargs)
+
+    monkeypatch.setattr(lpgnet_module, "fit_edge_free_mlp", counting_fit)
+    return calls
+
+
+def _rows_and_sources(result, data, config):
+    """The default class rows of the run's first release (known labels, stage 0's probabilities elsewhere) and its
+    sources mask (``None`` without ``config.sources``)."""
+    with torch.no_grad():
+        prob = result.model.stages[0](data.x).double().softmax(-1)
+    known = data.train_mask | data.val_mask
+    prob[known] = F.one_hot(data.y[known], 3).double()
+    if not config.sources:
+        return prob, None
+    fit_nodes, check_nodes = lpgnet_module._readers(config, data.train_mask, 0)
+    return prob, data.val_mask | (data.train_mask & ~fit_nodes & ~check_nodes)
+
+
 @pytest.mark.parametrize("sources", [False, True])
 def test_uncertainty_split_releases_once_before_noise_with_claims_from_the_out_of_fold_scores(monkeypatch, sources):
     """``edge_split="uncertainty"``: one event before the noise; without noise the counts are the query whose claims
@@ -449,27 +524,13 @@ def test_uncertainty_split_releases_once_before_noise_with_claims_from_the_out_o
     log = _spy(monkeypatch, acct)
     run_lpgnet(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
     assert log == [("event", "lpgnet_counts_1"), ("noise", None)] and len(acct) == 1
-    calls = []
-    fit_mlp = lpgnet_module.fit_edge_free_mlp
-
-    def counting_fit(*args, **kwargs):
-        calls.append(1)
-        return fit_mlp(*args, **kwargs)
-
-    monkeypatch.setattr(lpgnet_module, "fit_edge_free_mlp", counting_fit)
+    calls = _count_fits(monkeypatch)
     exact = run_lpgnet(data, config, epsilon=math.inf, delta=1e-3, seed=0)
     assert len(calls) == 1 + 5 + 1  # stage 0, 5 out-of-fold refits shared by the claims and the head, the head
     prior = exact.model.priors[1]
     claims = (1.0 - prior.double().exp().amax(-1)).clamp(min=1e-4)
     assert bool((claims > 1e-4).any()) and bool((claims < claims.max()).any())  # unequal claims: a real split
-    with torch.no_grad():
-        prob = exact.model.stages[0](data.x).double().softmax(-1)
-    known = data.train_mask | data.val_mask
-    prob[known] = F.one_hot(data.y[known], 3).double()
-    mask = None
-    if sources:
-        fit_nodes, check_nodes = lpgnet_module._readers(config, data.train_mask, 0)
-        mask = data.val_mask | (data.train_mask & ~fit_nodes & ~check_nodes)
+    prob, mask = _rows_and_sources(exact, data, config)
     reference = neighbour_class_counts(prob, data.edge_index, data.num_nodes, sources=mask, claims=claims).float()
     assert torch.allclose(exact.model.counts[0], reference, atol=1e-5)
     even = neighbour_class_counts(prob, data.edge_index, data.num_nodes, sources=mask).float()
@@ -487,3 +548,39 @@ def test_sources_with_too_few_readers_are_refused_before_any_charge():
         run_lpgnet(data, LPGNetConfig(sources=True, reader_share=0.1, head="stacked", **FAST), epsilon=1.0,
                    delta=1e-3, accountant=acct)
     assert len(acct) == 0
+
+
+@pytest.mark.parametrize("sources", [False, True])
+def test_pair_contrasts_release_once_before_noise_ranked_by_the_out_of_fold_scores(monkeypatch, sources):
+    """``release="pairs"``: one event before the noise, ceil(C / 2) numbers per node; without noise they are the
+    ranked pair contrasts of the uncertainty-split counts, ranked by the previous stage's out-of-fold scores (those
+    the claims and the stacked head read, fitted once), and the model replays its stages from them."""
+    data = _graph(n=150)
+    config = LPGNetConfig(release="pairs", sources=sources, **FAST)
+    acct = PrivacyAccountant()
+    log = _spy(monkeypatch, acct)
+    noisy = run_lpgnet(data, config, epsilon=2.0, delta=1e-3, accountant=acct, seed=0)
+    assert log == [("event", "lpgnet_counts_1"), ("noise", None)] and len(acct) == 1
+    assert noisy.model.counts[0].shape == (data.num_nodes, 2)  # 3 classes: one pair and the last class
+    calls = _count_fits(monkeypatch)
+    exact = run_lpgnet(data, config, epsilon=math.inf, delta=1e-3, seed=0)
+    assert len(calls) == 1 + 5 + 2  # stage 0, 5 out-of-fold refits shared by the ranking, claims and head, 2 heads
+    order = exact.model.orders[0]
+    prior = run_lpgnet(data, LPGNetConfig(head="stacked", sources=sources, **FAST), epsilon=math.inf, delta=1e-3,
+                       seed=0).model.priors[1]
+    assert torch.equal(order, prior.double().sort(dim=-1, descending=True, stable=True).indices)
+    claims = (1.0 - prior.double().exp().amax(-1)).clamp(min=1e-4)
+    prob, mask = _rows_and_sources(exact, data, config)
+    counts = neighbour_class_counts(prob, data.edge_index, data.num_nodes, sources=mask, claims=claims)
+    reference = ranked_pair_contrasts(counts, order).float()
+    assert torch.allclose(exact.model.counts[0], reference, atol=1e-5)
+    assert bool((order[:, 0] != order[0, 0]).any())  # the ranking differs between nodes
+    for stage in range(2):
+        with torch.no_grad():
+            logits = exact.model.stages[stage](exact.model.inputs(data.x, stage))
+        assert torch.equal(exact.model.logits(data.x, stage), logits)
+    features = lpgnet_module.pair_contrast_features(exact.model.counts[0], order)
+    assert features.shape == (data.num_nodes, 6)
+    assert torch.allclose(features[:, :3].gather(1, order), features[:, 3:])  # class space = rank space, re-ordered
+    assert torch.allclose(features[:, 3], reference[:, 0]) and torch.allclose(features[:, 4], -reference[:, 0])
+    assert torch.allclose(features[:, 5], reference[:, 1])
