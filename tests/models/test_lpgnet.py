@@ -3,6 +3,7 @@ event per stage charged before its noise, the calibration, refusals before any c
 runs."""
 import itertools
 import math
+import pickle
 import warnings
 
 import pytest
@@ -584,3 +585,15 @@ def test_pair_contrasts_release_once_before_noise_ranked_by_the_out_of_fold_scor
     assert torch.allclose(features[:, :3].gather(1, order), features[:, 3:])  # class space = rank space, re-ordered
     assert torch.allclose(features[:, 3], reference[:, 0]) and torch.allclose(features[:, 4], -reference[:, 0])
     assert torch.allclose(features[:, 5], reference[:, 1])
+
+
+def test_a_model_saved_before_the_rankings_field_predicts_the_same():
+    """An ``LPGNetModel`` pickled before ``orders`` existed (no such attribute) replays its stages from class counts."""
+    data = _graph()
+    result = run_lpgnet(data, LPGNetConfig(**FAST), epsilon=1.0, delta=1e-3, seed=0)
+    expected = result.model.logits(data.x, 1)
+    old = result.model
+    del old.__dict__["orders"]
+    restored = pickle.loads(pickle.dumps(old))
+    assert "orders" not in restored.__dict__
+    assert torch.equal(restored.logits(data.x, 1), expected)
